@@ -1,0 +1,56 @@
+"""pegboard: host LLM tools that third-party packages ship as plugins."""
+
+from ._bounding import OutputLimits
+from ._codec import AttrsCodec, Codec, SchemaCodec
+from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
+from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
+from ._host import Host
+from ._json import FrozenDict, FrozenList, thaw
+from ._location import Location
+from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
+from ._pipeline import ExecuteEvent
+from ._registry import Registration, Tools, effective_name
+from ._request import Request
+from ._storage import ManagedStorage
+from ._tool import Progress, Tool, ToolContext, ToolDefinition, ToolResponse, tool
+
+__all__ = (
+    "AttrsCodec",
+    "Audio",
+    "CallIdentity",
+    "Codec",
+    "CodecError",
+    "Completed",
+    "ContentItem",
+    "EmbeddedResource",
+    "ExecuteEvent",
+    "Failed",
+    "FrozenDict",
+    "FrozenList",
+    "Host",
+    "Image",
+    "Location",
+    "ManagedStorage",
+    "Outcome",
+    "OutputLimits",
+    "Progress",
+    "Registration",
+    "RegistrationError",
+    "Request",
+    "ResourceLink",
+    "RetentionError",
+    "SchemaCodec",
+    "SchemaError",
+    "Text",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolError",
+    "ToolFailure",
+    "ToolResponse",
+    "Tools",
+    "effective_name",
+    "thaw",
+    "tool",
+)

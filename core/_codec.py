@@ -1,0 +1,243 @@
+"""Codecs: the boundary between JSON and the values a tool works with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import attrs
+import cattrs
+import jsonschema
+import jsonschema.exceptions
+import jsonschema_rs
+import orjson
+
+from ._converter import converter, json_type
+from ._errors import CodecError, SchemaError
+from ._json import find_problem, format_path, freeze
+from ._schema import check_schema, schema_for_attrs
+
+__all__ = ("AttrsCodec", "Codec", "SchemaCodec", "as_codec")
+
+T = TypeVar("T")
+
+#: Codecs check plain-JSON-ness before the schema; values nest at most this deep.
+MAX_DEPTH = 64
+
+
+@runtime_checkable
+class Codec(Protocol[T]):
+    """Turns raw JSON into a value (``decode``) and a value into JSON (``encode``).
+
+    Both directions validate against ``json_schema`` and raise `pegboard.CodecError`
+    (a ``ValueError``) for data that does not fit. A codec is self-contained:
+    building or using one needs no service.
+    """
+
+    @property
+    def json_schema(self) -> Mapping[str, Any]:
+        """The JSON Schema (2020-12) of the encoded form."""
+        ...
+
+    def decode(self, raw: Any) -> T:
+        """Validate raw JSON and turn it into a value."""
+        ...
+
+    def encode(self, value: T) -> Any:
+        """Turn a value into JSON that is valid against ``json_schema``."""
+        ...
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def _describe(error: jsonschema.exceptions.ValidationError) -> str:
+    # jsonschema's own messages embed the whole offending value; a model only
+    # needs its type and a glimpse.
+    keyword, instance, expected = error.validator, error.instance, error.validator_value
+    if keyword == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else expected
+        got = json_type(instance)
+        if isinstance(instance, str | int | float) and not isinstance(instance, bool):
+            got = f"{got} {_short(instance)}"
+        return f"expected {wanted}, got {got}"
+    if keyword == "additionalProperties" and isinstance(instance, dict):
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
+        allowed = set(schema.get("properties", {}))
+        extra = sorted(key for key in instance if key not in allowed)
+        names = ", ".join(repr(key) for key in extra)
+        hint = f"; allowed: {', '.join(sorted(allowed))}" if allowed else ""
+        return f"unexpected propert{'y' if len(extra) == 1 else 'ies'} {names}{hint}"
+    if keyword in ("enum", "const"):
+        return f"{_short(instance)} is not one of {_short(expected, 120)}"
+    message = error.message
+    return message if len(message) <= 200 else f"{message[:199]}…"
+
+
+@attrs.define(eq=False)
+class _Validator:
+    """Accepts quickly with jsonschema-rs; explains (and decides) with jsonschema."""
+
+    schema: Mapping[str, Any]
+    _fast: Any = attrs.field(init=False)
+    _slow: jsonschema.Draft202012Validator = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        try:
+            self._fast = jsonschema_rs.Draft202012Validator(dict(self.schema), offline=True)
+        except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as e:
+            first = str(e).splitlines()[0]
+            raise SchemaError(f"schema cannot be compiled: {first}", keyword="$ref") from None
+        self._slow = jsonschema.Draft202012Validator(dict(self.schema))
+
+    def check(self, value: Any) -> CodecError | None:
+        try:
+            if self._fast.is_valid(value):
+                return None
+        except ValueError:
+            pass  # a type jsonschema-rs cannot read; the explanation names it
+        return self.explain(value)
+
+    def explain(self, value: Any) -> CodecError | None:
+        problem = find_problem(value, max_depth=MAX_DEPTH)
+        if problem is not None:
+            return problem
+        try:
+            error = jsonschema.exceptions.best_match(self._slow.iter_errors(value))
+        except RecursionError:
+            return CodecError("value nests too deeply to validate", rule="depth")
+        if error is None:
+            return None  # jsonschema is the authority: the value is valid
+        path = format_path(_linked(error.absolute_path))
+        return CodecError(_describe(error), path=path, rule=str(error.validator))
+
+
+def _linked(parts: Any) -> Any:
+    path: Any = None
+    for part in parts:
+        path = (path, part)
+    return path
+
+
+@attrs.define(eq=False)
+class SchemaCodec:
+    """A runtime JSON Schema codec: the decoded value is the validated JSON itself.
+
+    This is what MCP and manifest tools use. ``encode`` returns a fresh copy so a
+    tool that keeps mutating its value cannot change a settled outcome.
+    """
+
+    schema: Mapping[str, Any]
+    _frozen: Mapping[str, Any] = attrs.field(init=False)
+    _validator: _Validator = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        check_schema(self.schema, where="schema")
+        plain = orjson.loads(orjson.dumps(self.schema))
+        self._validator = _Validator(plain)
+        self._frozen = freeze(plain)
+
+    @property
+    def json_schema(self) -> Mapping[str, Any]:
+        return self._frozen
+
+    def decode(self, raw: Any) -> Any:
+        error = self._validator.check(raw)
+        if error is not None:
+            raise error
+        return raw
+
+    def encode(self, value: Any) -> Any:
+        problem = find_problem(value, max_depth=MAX_DEPTH)
+        if problem is not None:
+            raise problem
+        error = self._validator.check(value)
+        if error is not None:
+            raise error
+        return orjson.loads(orjson.dumps(value))
+
+
+@attrs.define(eq=False)
+class AttrsCodec(Generic[T]):
+    """An attrs class codec: schema derived from its fields, decoding by cattrs.
+
+    Decoding is strict: ``"1"`` and ``true`` are not integers, unknown keys are
+    refused. ``encode`` accepts only instances of the class.
+    """
+
+    cls: type[T]
+    _frozen: Mapping[str, Any] = attrs.field(init=False)
+    _validator: _Validator = attrs.field(init=False)
+    _structure: Any = attrs.field(init=False)
+    _unstructure: Any = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        schema = schema_for_attrs(self.cls)
+        check_schema(schema, where=f"schema of {self.cls.__qualname__}")
+        self._validator = _Validator(schema)
+        self._frozen = freeze(schema)
+        try:
+            self._structure = converter.get_structure_hook(self.cls)
+            self._unstructure = converter.get_unstructure_hook(self.cls)
+        except cattrs.StructureHandlerNotFoundError as error:
+            raise SchemaError(f"cannot decode {self.cls.__qualname__}: {error}") from None
+
+    @property
+    def json_schema(self) -> Mapping[str, Any]:
+        return self._frozen
+
+    def decode(self, raw: Any) -> T:
+        invalid = self._validator.check(raw)
+        if invalid is not None:
+            raise invalid
+        try:
+            value: T = self._structure(raw, self.cls)
+        except (cattrs.BaseValidationError, ValueError, TypeError) as error:
+            raise CodecError("; ".join(cattrs.transform_error(error)), rule="decode") from None
+        return value
+
+    def encode(self, value: T) -> Any:
+        if not isinstance(value, self.cls):
+            raise CodecError(
+                f"expected a {self.cls.__qualname__} instance, got {type(value).__name__}",
+                rule="type",
+            )
+        raw = self._unstructure(value)
+        error = self._validator.check(raw)
+        if error is not None:
+            raise error
+        return raw
+
+
+_EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def as_codec(spec: Any, *, role: str) -> Codec[Any]:
+    """Turn what ``pegboard.tool`` accepts for ``input``/``output`` into a `Codec`."""
+    if spec is None:
+        codec: Codec[Any] = SchemaCodec(_EMPTY_OBJECT)
+    elif isinstance(spec, type) and attrs.has(spec):
+        codec = AttrsCodec(spec)
+    elif isinstance(spec, Mapping):
+        codec = SchemaCodec(spec)
+    elif isinstance(spec, Codec):
+        check_schema(spec.json_schema, where=f"{role} codec's json_schema")
+        codec = spec
+    else:
+        raise SchemaError(
+            f"{role} must be an attrs class, a JSON Schema dict or a pegboard.Codec, "
+            f"not {_short(spec)}"
+        )
+    if role == "input" and codec.json_schema.get("type") != "object":
+        raise SchemaError(
+            'input schema must describe a JSON object ({"type": "object", ...}): '
+            "models send tool arguments as an object",
+            keyword="type",
+        )
+    return codec

@@ -1,0 +1,64 @@
+"""Locations: an open workspace, its board and its request snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._bounding import OutputLimits
+from ._pipeline import Pipeline
+from ._registry import Board, Scope, Tools
+from ._request import Request, Snapshot
+from ._storage import ManagedStorage
+
+__all__ = ("Location",)
+
+
+class Location:
+    """An open workspace (usually a project directory) with its own tool board.
+
+    Tools registered on ``location.tools`` take precedence over the host's
+    application tools. Open one with ``host.location(root)``.
+    """
+
+    def __init__(self, root: Path, application: Board, pipeline: Pipeline) -> None:
+        self.root = root
+        self._board = Board()
+        self._scope = Scope("location")
+        #: Registers tools on this Location's board for as long as it is open.
+        self.tools = Tools(self._board, self._scope)
+        self._boards = (application, self._board)
+        self._pipeline = pipeline
+        self._snapshot: tuple[tuple[int, ...], Snapshot] | None = None
+        self._closed = False
+
+    @property
+    def limits(self) -> OutputLimits:
+        return self._pipeline.limits
+
+    @property
+    def storage(self) -> ManagedStorage:
+        return self._pipeline.storage
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def prepare(self, *, final_step: bool = False) -> Request:
+        """Capture, for every advertised name, the effective registration now.
+
+        On the final step the definitions stay and ``tool_choice`` is ``"none"``.
+        """
+        if self._closed:
+            raise RuntimeError(f"the Location at {self.root} is closed; open a new one")
+        versions = tuple(board.version for board in self._boards)
+        if self._snapshot is None or self._snapshot[0] != versions:
+            # Rebuilt only when a board changed; otherwise requests share it.
+            self._snapshot = (versions, Snapshot.of(self._boards))
+        return Request(self._snapshot[1], self._pipeline, final_step=final_step)
+
+    def _close(self) -> None:
+        self._closed = True
+        self._scope.close()
+
+    def __repr__(self) -> str:
+        return f"<Location {str(self.root)!r}{' (closed)' if self._closed else ''}>"

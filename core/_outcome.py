@@ -1,0 +1,103 @@
+"""Calls and the one outcome each settles into."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._content import ContentItem
+from ._tool import ToolContext
+
+__all__ = (
+    "CallIdentity",
+    "Completed",
+    "ErrorKind",
+    "Failed",
+    "Outcome",
+    "ToolCall",
+    "ToolError",
+)
+
+ErrorKind: TypeAlias = Literal[
+    "unknown_tool",
+    "unavailable",
+    "final_step",
+    "invalid_input",
+    "tool_failure",
+    "invalid_output",
+]
+
+
+@attrs.frozen
+class ToolCall:
+    """One tool call from the model: the advertised name, raw input, runner context.
+
+    ``input`` is the provider's raw JSON text (``str`` or ``bytes``) or an
+    already parsed mapping.
+    """
+
+    name: str
+    input: str | bytes | Mapping[str, Any]
+    context: ToolContext
+
+
+@attrs.frozen(kw_only=True)
+class CallIdentity:
+    """The durable IDs of one call, exactly as the runner supplied them."""
+
+    session_id: str
+    agent: str
+    message_id: str
+    call_id: str
+
+    @classmethod
+    def of(cls, context: ToolContext) -> CallIdentity:
+        """The identity carried by a runner's context."""
+        return cls(
+            session_id=context.session_id,
+            agent=context.agent,
+            message_id=context.message_id,
+            call_id=context.call_id,
+        )
+
+
+@attrs.frozen
+class ToolError:
+    """Why a call failed, in words for the model.
+
+    ``kind`` is one of ``unknown_tool``, ``unavailable``, ``final_step``,
+    ``invalid_input``, ``tool_failure`` and ``invalid_output``; ``metadata``
+    comes from a `ToolFailure` that carried some.
+    """
+
+    kind: ErrorKind
+    message: str
+    metadata: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen
+class Completed:
+    """A successful call: machine ``output`` (``None`` for a tool without output),
+    non-empty bounded model ``content``, optional ``metadata``.
+    """
+
+    output: Any
+    content: tuple[ContentItem, ...]
+    metadata: Mapping[str, Any] | None = None
+    call: CallIdentity | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen
+class Failed:
+    """A failed call: one ``error`` plus the final bounded snapshot of progress
+    content, ``partial`` (empty when the tool reported none).
+    """
+
+    error: ToolError
+    partial: tuple[ContentItem, ...] = ()
+    call: CallIdentity | None = attrs.field(default=None, kw_only=True)
+
+
+Outcome: TypeAlias = Completed | Failed

@@ -1,0 +1,195 @@
+"""Boards, scopes and registrations: who hangs which tool under which name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType, TracebackType
+
+from ._errors import RegistrationError
+from ._tool import Tool
+
+__all__ = ("Board", "Registration", "Scope", "Tools", "effective_name")
+
+_OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
+_VALID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
+#: Effective names no registration may take: Code Mode's entry point.
+RESERVED = frozenset({"execute"})
+
+
+def effective_name(name: str, namespace: str | None = None) -> str:
+    """Normalize an authored name (and namespace) into the model-facing name.
+
+    Every character outside ``[A-Za-z0-9_-]`` becomes ``_``; a namespace gives
+    ``<namespace>_<name>``. Raises `RegistrationError` unless the result matches
+    ``^[A-Za-z][A-Za-z0-9_-]{0,63}$`` and is not reserved.
+    """
+    if not isinstance(name, str) or not name:
+        raise RegistrationError(f"tool names are non-empty strings, got {name!r}")
+    normal = _OUTSIDE.sub("_", name)
+    if namespace is not None:
+        if not isinstance(namespace, str) or not namespace:
+            raise RegistrationError(f"a namespace is a non-empty string, got {namespace!r}")
+        normal = f"{_OUTSIDE.sub('_', namespace)}_{normal}"
+    if not _VALID.match(normal):
+        reason = (
+            f"is {len(normal)} characters long; the limit is 64"
+            if len(normal) > 64
+            else "must start with a letter"
+        )
+        raise RegistrationError(
+            f"tool name {name!r} becomes {normal!r}, which {reason}; rename the tool"
+        )
+    if normal in RESERVED:
+        raise RegistrationError(
+            f"tool name {name!r} becomes {normal!r}, which is reserved for Code Mode; "
+            "rename the tool"
+        )
+    return normal
+
+
+class Board:
+    """One placement's registrations: the latest active one of each name wins.
+
+    ``version`` changes whenever the winners may have changed, so readers can
+    reuse what they derived from the board until then.
+    """
+
+    def __init__(self) -> None:
+        self._stacks: dict[str, list[tuple[Registration, Tool]]] = {}
+        self.version = 0
+
+    def winners(self) -> dict[str, Tool]:
+        """The effective tool for every name that has an active registration."""
+        return {name: stack[-1][1] for name, stack in self._stacks.items()}
+
+    def _add(self, registration: Registration, tools: Mapping[str, Tool]) -> None:
+        for name, tool in tools.items():
+            self._stacks.setdefault(name, []).append((registration, tool))
+        self.version += 1
+
+    def _remove(self, registration: Registration) -> None:
+        for name in registration.names.values():
+            stack = self._stacks[name]
+            stack[:] = [entry for entry in stack if entry[0] is not registration]
+            if not stack:
+                del self._stacks[name]
+        self.version += 1
+
+
+class Scope:
+    """Owns registrations; closing it closes every one it made, latest first."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._registrations: dict[Registration, None] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close every registration this scope made; idempotent."""
+        self._closed = True
+        for registration in reversed(list(self._registrations)):
+            registration.close()
+
+    def _adopt(self, registration: Registration) -> None:
+        self._registrations[registration] = None
+
+    def _forget(self, registration: Registration) -> None:
+        self._registrations.pop(registration, None)
+
+
+class Registration:
+    """One accepted ``register`` call. ``names`` maps authored to effective names.
+
+    ``close()`` removes exactly these registrations and is idempotent; a
+    Registration is also a context manager that closes on exit.
+    """
+
+    __slots__ = ("_board", "_closed", "_scope", "names")
+
+    def __init__(self, board: Board, scope: Scope, names: Mapping[str, str]) -> None:
+        self._board = board
+        self._scope = scope
+        self._closed = False
+        self.names: Mapping[str, str] = MappingProxyType(dict(names))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._board._remove(self)
+        self._scope._forget(self)
+
+    def __enter__(self) -> Registration:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "active"
+        return f"<Registration {dict(self.names)!r} in {self._scope.name!r} ({state})>"
+
+
+class Tools:
+    """The narrow capability to register tools on one board, in one scope."""
+
+    __slots__ = ("_board", "_scope")
+
+    def __init__(self, board: Board, scope: Scope) -> None:
+        self._board = board
+        self._scope = scope
+
+    def register(self, tools: Mapping[str, Tool], *, namespace: str | None = None) -> Registration:
+        """Register ``tools`` under their authored names (the mapping's keys).
+
+        All or nothing: a bad or reserved name, a value that is not a `Tool`,
+        or two names that normalize to one raise `RegistrationError` and
+        register nothing. Later changes to ``tools`` change nothing here.
+        """
+        if self._scope.closed:
+            raise RegistrationError(
+                f"scope {self._scope.name!r} is closed; it can register no more tools"
+            )
+        if not isinstance(tools, Mapping):
+            raise RegistrationError(
+                f"register() takes a mapping of names to tools, got {type(tools).__name__}"
+            )
+        snapshot = dict(tools)
+        names: dict[str, str] = {}
+        by_effective: dict[str, Tool] = {}
+        for authored, value in snapshot.items():
+            if not isinstance(value, Tool):
+                raise RegistrationError(
+                    f"{authored!r} maps to a {type(value).__name__}, not a Tool; "
+                    "make it with pegboard.tool(...)"
+                )
+            effective = effective_name(authored, namespace)
+            if effective in by_effective:
+                other = next(key for key, name in names.items() if name == effective)
+                raise RegistrationError(
+                    f"tool names {other!r} and {authored!r} both become {effective!r}; "
+                    "rename one of them"
+                )
+            names[authored] = effective
+            by_effective[effective] = value
+        registration = Registration(self._board, self._scope, names)
+        self._board._add(registration, by_effective)
+        self._scope._adopt(registration)
+        return registration
+
+    def __repr__(self) -> str:
+        return f"<Tools for scope {self._scope.name!r}>"

@@ -1,0 +1,117 @@
+"""Requests: one model request's captured snapshot of a Location's tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+import attrs
+
+from ._outcome import CallIdentity, Outcome, ToolCall
+from ._pipeline import Pipeline
+from ._registry import Board
+from ._tool import Tool, ToolContext, ToolDefinition
+
+__all__ = ("Request", "Snapshot")
+
+
+@attrs.frozen
+class Snapshot:
+    """The effective tool of every name at one moment, and its definitions.
+
+    Immutable, so every request prepared while the boards stay unchanged shares it.
+    """
+
+    tools: Mapping[str, Tool]
+    definitions: tuple[ToolDefinition, ...]
+
+    @classmethod
+    def of(cls, boards: Iterable[Board]) -> Snapshot:
+        """Merge ``boards``; a later board's winners take precedence."""
+        merged: dict[str, Tool] = {}
+        for board in boards:
+            merged.update(board.winners())
+        names = sorted(merged)
+        return cls(
+            {name: merged[name] for name in names},
+            tuple(_definition(name, merged[name]) for name in names),
+        )
+
+
+def _definition(name: str, tool: Tool) -> ToolDefinition:
+    output = None if tool.output is None else tool.output.json_schema
+    return ToolDefinition(name, tool.description, tool.input.json_schema, output)
+
+
+class Request:
+    """One model request: the definitions to advertise and the tools they captured.
+
+    Calls execute the registration captured when the request was prepared;
+    registration changes affect only later requests.
+    """
+
+    __slots__ = ("_pipeline", "_tools", "_withdrawn", "definitions", "final_step")
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        pipeline: Pipeline,
+        *,
+        final_step: bool,
+        definitions: tuple[ToolDefinition, ...] | None = None,
+    ) -> None:
+        self._pipeline = pipeline
+        self._tools = snapshot.tools
+        self.final_step = final_step
+        #: The inert definitions to send to the provider, in a stable order.
+        self.definitions = snapshot.definitions if definitions is None else definitions
+        kept = {definition.name for definition in self.definitions}
+        self._withdrawn = frozenset(name for name in snapshot.tools if name not in kept)
+
+    @property
+    def tool_choice(self) -> Literal["auto", "none"]:
+        """``"none"`` on the final step (definitions stay, so a cached prompt prefix
+        survives), else ``"auto"``.
+        """
+        return "none" if self.final_step else "auto"
+
+    async def execute(self, call: ToolCall) -> Outcome:
+        """Run ``call`` through the pipeline and return its one outcome.
+
+        Cancellation propagates as cancellation; an unexpected exception from
+        the tool propagates unchanged; `pegboard.RetentionError` means the
+        outcome could not be retained whole.
+        """
+        if not isinstance(call, ToolCall) or not isinstance(call.context, ToolContext):
+            raise TypeError("execute() takes a pegboard.ToolCall with a pegboard.ToolContext")
+        identity = CallIdentity.of(call.context)
+        name = call.name
+        tool = self._tools.get(name)
+        if self.final_step:
+            return await self._pipeline.fail(
+                identity,
+                name,
+                "final_step",
+                f"tool {name!r} was not run: this is the final step, which allows no tool "
+                "calls; answer with what you have",
+            )
+        if tool is None or name in self._withdrawn:
+            if name in self._withdrawn:
+                return await self._pipeline.fail(
+                    identity,
+                    name,
+                    "unavailable",
+                    f"tool {name!r} is not available for this request; use another tool",
+                )
+            known = ", ".join(definition.name for definition in self.definitions[:20])
+            return await self._pipeline.fail(
+                identity,
+                name,
+                "unknown_tool",
+                f"there is no tool named {name!r}; available tools: {known or '(none)'}",
+            )
+        return await self._pipeline.run(name, tool, call, identity)
+
+    def __repr__(self) -> str:
+        names = [definition.name for definition in self.definitions]
+        return f"<Request tools={names!r} tool_choice={self.tool_choice!r}>"

@@ -1,0 +1,151 @@
+"""Tool values: one execute function between an input and an output codec."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar, overload
+
+import attrs
+
+from ._codec import Codec, as_codec
+from ._content import ContentItem, normalize_content
+
+__all__ = (
+    "Progress",
+    "Tool",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolResponse",
+    "tool",
+)
+
+O = TypeVar("O")  # noqa: E741 - reads as "output"
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """A progress report; ``content`` is a snapshot of the partial output so far.
+
+    Each report replaces the previous snapshot: if the call then fails, the last
+    one becomes the outcome's bounded ``partial``.
+    """
+
+    message: str | None = None
+    current: float | None = None
+    total: float | None = None
+    content: tuple[ContentItem, ...] = attrs.field(default=(), converter=normalize_content)
+
+
+async def _ignore_progress(_: Progress) -> None:
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """The identity the runner supplies for one call, and where progress goes.
+
+    ``message_id`` is the durable ID of the assistant message that holds the
+    call and ``call_id`` the same invocation ID durable events use; pegboard
+    never infers either. ``await context.progress(Progress(...))`` reports progress.
+    """
+
+    session_id: str
+    agent: str
+    message_id: str
+    call_id: str
+    progress: Callable[[Progress], Awaitable[None]] = attrs.field(
+        default=_ignore_progress, repr=False, eq=False
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ToolResponse(Generic[O]):
+    """What ``execute`` returns; every part is optional.
+
+    ``output`` is the machine value (encoded by the output codec for Code Mode),
+    ``content`` what the model sees, ``metadata`` compact JSON for the host's UI.
+    """
+
+    output: O | None = None
+    content: object = None
+    metadata: Mapping[str, Any] | None = None
+
+
+def _check_description(_: object, __: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a tool needs a description: a non-empty string telling the model")
+
+
+def _check_callable(_: object, __: attrs.Attribute[Callable[..., Any]], value: object) -> None:
+    if not callable(value):
+        raise TypeError(f"execute must be a function, got {type(value).__name__}")
+
+
+def _input_codec(spec: object) -> Codec[Any]:
+    return as_codec(spec, role="input")
+
+
+def _output_codec(spec: object) -> Codec[Any] | None:
+    return None if spec is None else as_codec(spec, role="output")
+
+
+@attrs.frozen(kw_only=True)
+class Tool:
+    """An immutable tool value with exactly one execute function and no name.
+
+    ``execute(input, context)`` is ``async def``; a plain function runs in a
+    worker thread. Build one with `pegboard.tool`.
+    """
+
+    description: str = attrs.field(validator=_check_description)
+    execute: Callable[..., Any] = attrs.field(validator=_check_callable)
+    input: Codec[Any] = attrs.field(default=None, converter=_input_codec)
+    output: Codec[Any] | None = attrs.field(default=None, converter=_output_codec)
+    is_async: bool = attrs.field(init=False, repr=False)
+
+    @is_async.default
+    def _detect_async(self) -> bool:
+        execute = self.execute
+        return inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
+            getattr(execute, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+
+@overload
+def tool(
+    *, description: str, execute: None = None, input: Any = None, output: Any = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+@overload
+def tool(
+    *, description: str, execute: Callable[..., Any], input: Any = None, output: Any = None
+) -> Tool: ...
+def tool(
+    *,
+    description: str,
+    execute: Callable[..., Any] | None = None,
+    input: Any = None,
+    output: Any = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a `Tool`; with ``execute`` omitted, return a decorator that does.
+
+    ``input`` and ``output`` take an attrs class, a JSON Schema ``dict`` or a
+    `pegboard.Codec`. Omitting ``input`` means the tool takes no arguments;
+    omitting ``output`` means it returns model content only. Schemas are checked
+    against JSON Schema 2020-12 here, so a bad one fails at import, not at call.
+    """
+    if execute is None:
+        return lambda function: Tool(
+            description=description, execute=function, input=input, output=output
+        )
+    return Tool(description=description, execute=execute, input=input, output=output)
+
+
+@attrs.frozen
+class ToolDefinition:
+    """The inert, model-facing description of one advertised tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None

@@ -1,0 +1,3 @@
+"""pegboard's built-in plugin, written against the public API only."""
+
+__all__ = ()

@@ -1,0 +1,40 @@
+"""Run every check pegboard carries: ruff, mypy strict, then the test suite.
+
+Creates ``.venv`` and installs pegboard with its test dependencies first, so a
+fresh clone needs only ``python3``. Extra arguments go to pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def run(*command: str | os.PathLike[str]) -> None:
+    print("+", " ".join(map(str, command)), flush=True)
+    result = subprocess.run(command, cwd=ROOT, check=False)
+    if result.returncode:
+        sys.exit(result.returncode)
+
+
+def main() -> None:
+    if not (BIN / "python").exists():
+        venv.create(VENV, with_pip=True)
+    pip = [BIN / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # Strict editable mode links real files, so mypy can follow the package.
+    run(*pip, "--config-settings", "editable_mode=strict", "-e", ".[test]")
+    run(BIN / "ruff", "check", ".")
+    run(BIN / "ruff", "format", "--check", ".")
+    run(BIN / "mypy")
+    run(BIN / "python", "-m", "pytest", *sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
