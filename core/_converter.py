@@ -52,12 +52,18 @@ def _strict_bool(value: Any, _: type) -> bool:
     raise TypeError(f"expected a boolean, got {json_type(value)}")
 
 
+def _strict_none(value: Any, _: type) -> None:
+    if value is not None:
+        raise TypeError(f"expected null, got {json_type(value)}")
+
+
 def _make_converter() -> cattrs.Converter:
     made = cattrs.Converter(forbid_extra_keys=True)
     made.register_structure_hook(int, _strict_int)
     made.register_structure_hook(float, _strict_float)
     made.register_structure_hook(str, _strict_str)
     made.register_structure_hook(bool, _strict_bool)
+    made.register_structure_hook(type(None), _strict_none)
     configure_union_passthrough(int | float | str | bool | None, made)
     return made
 

@@ -1,0 +1,340 @@
+"""Codecs: schemas derived from attrs classes, strict decoding, runtime JSON Schema."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from typing import Any, Literal
+
+import attrs
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pegboard
+from pegboard._codec import _Validator
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@attrs.frozen
+class Point:
+    """A point on the board."""
+
+    x: int
+    y: int
+
+
+@attrs.frozen
+class Everything:
+    text: str = attrs.field(metadata={"description": "Some text"})
+    count: int
+    ratio: float
+    flag: bool
+    nothing: None
+    maybe: int | None
+    either: int | str
+    mode: Literal["fast", "slow"]
+    color: Color
+    tags: list[str]
+    pair: tuple[int, str]
+    many: tuple[int, ...]
+    unique: set[int]
+    scores: dict[str, float]
+    where: Point
+    path: list[Point]
+    limit: int = 10
+    names: list[str] = attrs.field(factory=list)
+
+
+def test_attrs_schema_covers_every_supported_type() -> None:
+    """Every supported field type gets the JSON Schema a model needs."""
+    schema = pegboard.AttrsCodec(Everything).json_schema
+    expected = {
+        "text": {"type": "string", "description": "Some text"},
+        "count": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "flag": {"type": "boolean"},
+        "nothing": {"type": "null"},
+        "maybe": {"type": ["integer", "null"]},
+        "either": {"type": ["integer", "string"]},
+        "mode": {"enum": ["fast", "slow"]},
+        "color": {"enum": ["red", "green"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "pair": {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "string"}],
+            "items": False,
+            "minItems": 2,
+            "maxItems": 2,
+        },
+        "many": {"type": "array", "items": {"type": "integer"}},
+        "unique": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+        "scores": {"type": "object", "additionalProperties": {"type": "number"}},
+        "where": {"$ref": "#/$defs/Point"},
+        "path": {"type": "array", "items": {"$ref": "#/$defs/Point"}},
+        "limit": {"type": "integer", "default": 10},
+        "names": {"type": "array", "items": {"type": "string"}, "default": []},
+    }
+    assert expected == schema["properties"]
+    assert [name for name in expected if name not in ("limit", "names")] == schema["required"]
+    assert schema["additionalProperties"] is False
+    assert {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"],
+        "additionalProperties": False,
+        "description": "A point on the board.",
+    } == schema["$defs"]["Point"]
+
+
+def test_attrs_codec_decodes_into_the_class() -> None:
+    """Valid JSON decodes into instances, nested classes, enums, sets and tuples."""
+    raw = {
+        "text": "t",
+        "count": 1,
+        "ratio": 2,
+        "flag": True,
+        "nothing": None,
+        "maybe": None,
+        "either": "s",
+        "mode": "fast",
+        "color": "green",
+        "tags": ["a"],
+        "pair": [1, "b"],
+        "many": [1, 2],
+        "unique": [3, 4],
+        "scores": {"a": 1.5},
+        "where": {"x": 1, "y": 2},
+        "path": [{"x": 3, "y": 4}],
+    }
+    value = pegboard.AttrsCodec(Everything).decode(raw)
+    assert value == Everything(
+        text="t",
+        count=1,
+        ratio=2.0,
+        flag=True,
+        nothing=None,
+        maybe=None,
+        either="s",
+        mode="fast",
+        color=Color.GREEN,
+        tags=["a"],
+        pair=(1, "b"),
+        many=(1, 2),
+        unique={3, 4},
+        scores={"a": 1.5},
+        where=Point(1, 2),
+        path=[Point(3, 4)],
+    )
+    assert isinstance(value.ratio, float)
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "rule"),
+    [
+        ({"x": "1", "y": 2}, "$.x", "type"),
+        ({"x": True, "y": 2}, "$.x", "type"),
+        ({"x": 2.5, "y": 2}, "$.x", "type"),
+        ({"x": None, "y": 2}, "$.x", "type"),
+        ({"x": 1}, "$", "required"),
+        ({"x": 1, "y": 2, "z": 3}, "$", "additionalProperties"),
+        ([1, 2], "$", "type"),
+        (None, "$", "type"),
+    ],
+)
+def test_attrs_codec_is_strict(raw: Any, path: str, rule: str) -> None:
+    """Strings, booleans and fractions are not integers; unknown keys are refused."""
+    with pytest.raises(pegboard.CodecError) as caught:
+        pegboard.AttrsCodec(Point).decode(raw)
+    assert (path, rule) == (caught.value.path, caught.value.rule)
+
+
+def test_integral_floats_are_integers_as_json_schema_says() -> None:
+    """2.0 is an integer in JSON Schema, and decodes to the int 2."""
+    value = pegboard.AttrsCodec(Point).decode({"x": 2.0, "y": 3})
+    assert Point(2, 3) == value
+    assert type(value.x) is int
+
+
+def test_attrs_codec_encodes_only_instances_of_its_class() -> None:
+    """Encoding takes an instance and checks what it holds against the schema."""
+    codec = pegboard.AttrsCodec(Point)
+    assert {"x": 1, "y": 2} == codec.encode(Point(1, 2))
+    with pytest.raises(pegboard.CodecError, match="expected a Point instance, got dict"):
+        codec.encode({"x": 1, "y": 2})
+    with pytest.raises(pegboard.CodecError) as caught:
+        codec.encode(Point("1", 2))  # type: ignore[arg-type]
+    assert "$.x" == caught.value.path
+
+
+def test_nan_output_is_not_valid_json() -> None:
+    """A float field holding NaN never encodes: JSON has no NaN."""
+
+    @attrs.frozen
+    class Measure:
+        value: float
+
+    with pytest.raises(pegboard.CodecError, match="NaN"):
+        pegboard.AttrsCodec(Measure).encode(Measure(float("nan")))
+
+
+@attrs.frozen
+class Node:
+    name: str
+    children: list[Node] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Event:
+    when: datetime.datetime
+
+
+def test_recursive_classes_use_defs() -> None:
+    """A class that contains itself refers to its own definition."""
+    codec = pegboard.AttrsCodec(Node)
+    schema = codec.json_schema
+    assert {"type": "array", "items": {"$ref": "#/$defs/Node"}, "default": []} == (
+        schema["properties"]["children"]
+    )
+    tree = codec.decode({"name": "a", "children": [{"name": "b"}]})
+    assert Node("a", [Node("b")]) == tree
+
+
+def test_unsupported_field_type_names_the_field() -> None:
+    """A field type with no JSON Schema is refused when the tool is made."""
+    with pytest.raises(pegboard.SchemaError, match=r"Event\.when"):
+        pegboard.AttrsCodec(Event)
+
+
+def test_schema_codec_returns_the_validated_json() -> None:
+    """A runtime schema codec decodes to the JSON itself, after validating it."""
+    codec = pegboard.SchemaCodec(
+        {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    )
+    assert {"q": "x"} == codec.decode({"q": "x"})
+    with pytest.raises(pegboard.CodecError, match="'q' is a required property"):
+        codec.decode({})
+
+
+def test_schema_codec_encode_copies() -> None:
+    """Encoding returns a copy, so later mutation cannot change a settled output."""
+    codec = pegboard.SchemaCodec({"type": "object"})
+    value = {"items": [1]}
+    encoded = codec.encode(value)
+    value["items"].append(2)
+    assert {"items": [1]} == encoded
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"type": "strin"}, "type"),
+        ({"type": "object", "properties": {"a": {"type": 5}}}, "type"),
+        ({"type": "object", "required": "a"}, "required"),
+        ({"type": "object", "properties": {"a": {"minimum": "3"}}}, "minimum"),
+    ],
+)
+def test_bad_schema_names_the_keyword(schema: dict[str, Any], keyword: str) -> None:
+    """A schema that breaks the 2020-12 meta-schema raises SchemaError naming the keyword."""
+    with pytest.raises(pegboard.SchemaError) as caught:
+        pegboard.tool(description="d", execute=lambda i, c: "x", input=schema)
+    assert keyword == caught.value.keyword
+    assert isinstance(caught.value, ValueError)
+    assert repr(keyword) in str(caught.value)
+
+
+def test_unresolvable_ref_is_a_schema_error() -> None:
+    """A $ref that cannot be resolved offline is refused when the tool is made."""
+    with pytest.raises(pegboard.SchemaError, match="cannot be compiled"):
+        pegboard.SchemaCodec({"type": "object", "$ref": "https://example.invalid/schema.json"})
+
+
+def test_input_schema_must_describe_an_object() -> None:
+    """Models send arguments as an object, so an input schema must say so."""
+    with pytest.raises(pegboard.SchemaError, match="JSON object"):
+        pegboard.tool(description="d", execute=lambda i, c: "x", input={"type": "string"})
+
+
+def test_custom_codec_is_used_as_is_and_checked() -> None:
+    """Any object with json_schema, decode and encode is a Codec; its schema is checked."""
+
+    class Upper:
+        json_schema = {"type": "object", "properties": {"s": {"type": "string"}}}
+
+        def decode(self, raw: Any) -> str:
+            return str(raw["s"]).upper()
+
+        def encode(self, value: Any) -> Any:
+            return value
+
+    codec = Upper()
+    made = pegboard.tool(description="d", execute=lambda i, c: i, input=codec)
+    assert made.input is codec
+
+    class Broken(Upper):
+        json_schema = {"type": "object", "properties": {"s": {"type": "text"}}}
+
+    with pytest.raises(pegboard.SchemaError, match="'type'"):
+        pegboard.tool(description="d", execute=lambda i, c: i, input=Broken())
+
+
+def test_schemas_are_read_only_but_still_dicts() -> None:
+    """Advertised schemas cannot be mutated in place, yet serialize like dicts."""
+    import copy
+    import json
+
+    schema = pegboard.AttrsCodec(Point).json_schema
+    assert isinstance(schema, dict)
+    with pytest.raises(TypeError, match="read-only"):
+        schema["type"] = "array"  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        schema["required"].append("z")
+    assert json.loads(json.dumps(schema)) == schema
+    thawed = copy.deepcopy(schema)
+    thawed["required"].append("z")
+    assert ["x", "y", "z"] == thawed["required"]
+    assert ["x", "y"] == pegboard.thaw(schema)["required"]
+
+
+# The fast validator (jsonschema-rs) only ever accepts early; jsonschema stays the
+# authority. These properties show the two agree on the schemas pegboard derives.
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["text", "count", "x", "y", "name", "children"]), children),
+    max_leaves=10,
+)
+
+
+_SCHEMAS = {
+    cls: pegboard.thaw(pegboard.AttrsCodec(cls).json_schema) for cls in (Everything, Point, Node)
+}
+_VALIDATORS = {
+    cls: (_Validator(schema)._fast, jsonschema.Draft202012Validator(schema))
+    for cls, schema in _SCHEMAS.items()
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(_VALIDATORS, key=repr)), _json)
+def test_fast_and_authoritative_validators_agree(cls: type, value: Any) -> None:
+    """jsonschema-rs and jsonschema give the same verdict on arbitrary JSON."""
+    fast, authority = _VALIDATORS[cls]
+    assert authority.is_valid(value) == fast.is_valid(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["x", "y", "z"]), _json, max_size=3))
+def test_validators_agree_on_point_shaped_values(value: dict[str, Any]) -> None:
+    """Near-miss objects get the same verdict from both validators."""
+    fast, authority = _VALIDATORS[Point]
+    assert authority.is_valid(value) == fast.is_valid(value)

@@ -1,0 +1,67 @@
+"""Documentation cannot drift: its examples run, and its laws have tests."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def _examples() -> list[object]:
+    found = []
+    for document in DOCUMENTS:
+        text = document.read_text()
+        for match in _BLOCK.finditer(text):
+            line = text.count("\n", 0, match.start()) + 2
+            name = f"{document.relative_to(ROOT)}:{line}"
+            found.append(pytest.param(match.group(1), id=name))
+    return found
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("source", _examples())
+def test_documented_example_runs(
+    source: str, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every python block in the README and docs/ runs; a main() runs on both backends."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    exec(compile(source, "<docs>", "exec"), namespace)
+    main = namespace.get("main")
+    if inspect.iscoroutinefunction(main):
+        anyio.run(main, backend=backend)
+
+
+def _laws(text: str) -> list[str]:
+    return re.findall(r"^\d+\. \*\*([^*]+)\*\*", text, re.MULTILINE)
+
+
+def test_every_law_has_a_test_named_after_it() -> None:
+    """Each law in docs/laws.md has a test called test_law_<name>."""
+    laws = _laws((ROOT / "docs" / "laws.md").read_text())
+    assert len(laws) == 9
+    sources = "\n".join(path.read_text() for path in (ROOT / "tests").glob("test_*.py"))
+    missing = [
+        law
+        for law in laws
+        if not re.search(rf"def test_law_{law.lower().replace(' ', '_').replace('-', '_')}", sources)
+    ]
+    assert [] == missing
+
+
+def test_laws_match_the_design_contract() -> None:
+    """docs/laws.md lists the same laws, in the same order, as the design contract."""
+    design = ROOT.parent / "shared" / "DESIGN.md"
+    if not design.exists():
+        pytest.skip("the design contract is not beside this checkout")
+    laws = design.read_text().split("## Laws", 1)[1]
+    contract = re.findall(r"^\d+\. ([A-Z][\w -]+?):", laws, re.MULTILINE)
+    assert contract == _laws((ROOT / "docs" / "laws.md").read_text())

@@ -1,0 +1,542 @@
+"""The per-call pipeline: every call settles into exactly one outcome."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+import pegboard
+
+pytestmark = pytest.mark.anyio
+
+Context = Callable[..., pegboard.ToolContext]
+
+
+@attrs.frozen
+class AddInput:
+    a: int
+    b: int
+
+
+@attrs.frozen
+class AddOutput:
+    total: int
+
+
+class Spy:
+    """Counts executions of the tools it makes."""
+
+    def __init__(self) -> None:
+        self.inputs: list[Any] = []
+
+    def add(self) -> pegboard.Tool:
+        async def execute(input: AddInput, context: pegboard.ToolContext) -> Any:
+            self.inputs.append(input)
+            return pegboard.ToolResponse(output=AddOutput(input.a + input.b))
+
+        return pegboard.tool(
+            description="Add two integers.", execute=execute, input=AddInput, output=AddOutput
+        )
+
+    def write(self) -> pegboard.Tool:
+        async def execute(input: dict[str, Any], context: pegboard.ToolContext) -> str:
+            self.inputs.append(input)
+            return f"wrote {len(input['content'])} characters"
+
+        schema = {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        }
+        return pegboard.tool(description="Write a file.", execute=execute, input=schema)
+
+
+async def call(
+    location: pegboard.Location, name: str, raw: Any, context: pegboard.ToolContext
+) -> pegboard.Outcome:
+    return await location.prepare().execute(pegboard.ToolCall(name, raw, context))
+
+
+BAD_INPUTS = [
+    pytest.param("add", '{"a": 1}', "'b' is a required property", "required", id="missing"),
+    pytest.param("add", '{"a": 1, "b": 2, "c": 3}', "'c'", "additionalProperties", id="extra"),
+    pytest.param("add", '{"a": "1", "b": 2}', "$.a: expected integer", "type", id="string-int"),
+    pytest.param("add", '{"a": true, "b": 2}', "$.a: expected integer", "type", id="bool-int"),
+    pytest.param("add", '{"a": 2.5, "b": 2}', "$.a: expected integer", "type", id="float-int"),
+    pytest.param("add", '{"a": null, "b": 2}', "$.a: expected integer", "type", id="null-field"),
+    pytest.param("add", "null", "expected object, got null", "type", id="null"),
+    pytest.param("add", "[1, 2]", "expected object, got array", "type", id="list"),
+    pytest.param("add", '{"a": 1,', "not valid JSON", "json", id="invalid-json"),
+    pytest.param("add", '{"a": NaN, "b": 1}', "$.a: NaN", "number", id="nan"),
+    pytest.param("add", '{"a": Infinity, "b": 1}', "$.a: Infinity", "number", id="infinity"),
+    pytest.param("add", '{"a": 1e999, "b": 1}', "$.a: Infinity", "number", id="overflow"),
+    pytest.param("add", "[" * 100_000 + "]" * 100_000, "deeper than 64", "json", id="deep"),
+    pytest.param(
+        "write",
+        '{"path": "a", "content": "' + "x" * 50_000_000 + '"}',
+        "the largest field is $.content",
+        "size",
+        id="50MB-string",
+    ),
+    pytest.param(
+        "write",
+        '{"path": "\\ud800", "content": ""}',
+        "$.path: string contains a lone UTF-16 surrogate",
+        "unicode",
+        id="lone-surrogate",
+    ),
+    pytest.param(
+        "write",
+        {"path": "\udfff", "content": ""},
+        "$.path: string contains a lone UTF-16 surrogate",
+        "unicode",
+        id="lone-surrogate-mapping",
+    ),
+    pytest.param(
+        "write", {"path": float("nan"), "content": ""}, "$.path: NaN", "number", id="nan-mapping"
+    ),
+    pytest.param("write", ["path"], "expected JSON text or a mapping", "type", id="list-object"),
+]
+
+
+@pytest.mark.parametrize(("name", "raw", "message", "rule"), BAD_INPUTS)
+async def test_bad_input_fails_clearly_and_never_executes(
+    location: pegboard.Location, context: Context, name: str, raw: Any, message: str, rule: str
+) -> None:
+    """Bad input settles as invalid_input naming the field and the rule; the tool never runs."""
+    spy = Spy()
+    location.tools.register({"add": spy.add(), "write": spy.write()})
+    outcome = await call(location, name, raw, context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_input" == outcome.error.kind
+    assert outcome.error.message.startswith(f"invalid input for tool {name!r}: ")
+    assert message in outcome.error.message
+    assert f"(rule: {rule})" in outcome.error.message
+    assert [] == spy.inputs
+
+
+async def test_deeply_nested_mapping_input_is_refused(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A parsed mapping nested 100,000 levels deep is refused without recursion."""
+    spy = Spy()
+    location.tools.register({"write": spy.write()})
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(100_000):
+        node["a"] = {}
+        node = node["a"]
+    outcome = await call(location, "write", {"path": "p", "content": "c", "x": deep}, context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "deeper than 64 levels" in outcome.error.message
+    assert [] == spy.inputs
+
+
+async def test_bad_inputs_do_not_disturb_concurrent_calls(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Concurrent bad calls each fail alone; the good calls among them complete."""
+    spy = Spy()
+    location.tools.register({"add": spy.add(), "write": spy.write()})
+    request = location.prepare()
+    bad = [(param.values[0], param.values[1]) for param in BAD_INPUTS]
+    calls = [*bad, ("add", '{"a": 1, "b": 2}'), ("add", {"a": 3, "b": 4})]
+    outcomes: dict[int, pegboard.Outcome] = {}
+
+    async def run(index: int, name: str, raw: Any) -> None:
+        call_ = pegboard.ToolCall(name, raw, context(f"call-{index}"))
+        outcomes[index] = await request.execute(call_)
+
+    async with anyio.create_task_group() as group:
+        for index, (name, raw) in enumerate(calls):
+            group.start_soon(run, index, name, raw)
+    kinds = [outcomes[index] for index in range(len(calls))]
+    assert all(isinstance(outcome, pegboard.Failed) for outcome in kinds[: len(bad)])
+    assert [3, 7] == [outcome.output["total"] for outcome in kinds[len(bad) :]]  # type: ignore[union-attr]
+    assert [AddInput(1, 2), AddInput(3, 4)] == sorted(spy.inputs, key=lambda value: value.a)
+
+
+async def test_law_per_call_rejection(location: pegboard.Location, context: Context) -> None:
+    """Law 8: an unknown, a withdrawn-style and an invalid call never fail their neighbours."""
+    spy = Spy()
+    location.tools.register({"add": spy.add()})
+    request = location.prepare()
+    unknown = await request.execute(pegboard.ToolCall("nope", "{}", context("c1")))
+    invalid = await request.execute(pegboard.ToolCall("add", "{}", context("c2")))
+    good = await request.execute(pegboard.ToolCall("add", '{"a": 1, "b": 1}', context("c3")))
+    assert ["unknown_tool", "invalid_input"] == [
+        unknown.error.kind,  # type: ignore[union-attr]
+        invalid.error.kind,  # type: ignore[union-attr]
+    ]
+    assert isinstance(good, pegboard.Completed)
+    assert {"total": 2} == good.output
+
+
+async def test_unknown_tool_lists_what_is_available(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Calling a name nobody registered fails that call with the names that exist."""
+    location.tools.register({"add": Spy().add()})
+    outcome = await call(location, "subtract", "{}", context())
+    assert pegboard.Failed(
+        pegboard.ToolError(
+            "unknown_tool", "there is no tool named 'subtract'; available tools: add"
+        ),
+        call=outcome.call,
+    ) == outcome
+
+
+async def test_final_step_keeps_definitions_and_refuses_calls(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The final step advertises the same definitions with tool_choice 'none'."""
+    spy = Spy()
+    location.tools.register({"add": spy.add()})
+    normal, final = location.prepare(), location.prepare(final_step=True)
+    assert ("auto", "none") == (normal.tool_choice, final.tool_choice)
+    assert normal.definitions == final.definitions
+    outcome = await final.execute(pegboard.ToolCall("add", '{"a": 1, "b": 1}', context()))
+    assert isinstance(outcome, pegboard.Failed)
+    assert "final_step" == outcome.error.kind
+    assert [] == spy.inputs
+
+
+async def test_law_codec_boundary(location: pegboard.Location, context: Context) -> None:
+    """Law 2: the tool sees decoded input; output is the encoded value; content is the tool's."""
+    seen: list[Any] = []
+
+    @pegboard.tool(description="Add.", input=AddInput, output=AddOutput)
+    async def add(input: AddInput, ctx: pegboard.ToolContext) -> Any:
+        seen.append(input)
+        return pegboard.ToolResponse(
+            output=AddOutput(input.a + input.b), content="the sum", metadata={"ui": 1}
+        )
+
+    location.tools.register({"add": add})
+    outcome = await call(location, "add", '{"a": 2, "b": 3}', context())
+    assert [AddInput(2, 3)] == seen
+    assert pegboard.Completed(
+        {"total": 5}, (pegboard.Text("the sum"),), {"ui": 1}, call=outcome.call
+    ) == outcome
+
+
+async def test_output_without_content_is_serialized_once(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Omitted content: an encoded string is one text item, other JSON is serialized once."""
+
+    @pegboard.tool(description="Greet.", output={"type": "string"})
+    async def greet(input: Any, ctx: pegboard.ToolContext) -> str:
+        return "hello"
+
+    @pegboard.tool(description="List.", output={"type": "array"})
+    async def listing(input: Any, ctx: pegboard.ToolContext) -> list[str]:
+        return ["a", "é"]
+
+    location.tools.register({"greet": greet, "list": listing})
+    greeting = await call(location, "greet", "{}", context())
+    listed = await call(location, "list", "{}", context())
+    assert (pegboard.Text("hello"),) == greeting.content  # type: ignore[union-attr]
+    assert (pegboard.Text('["a","é"]'),) == listed.content  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        (pegboard.ToolResponse(content="no output"), "declares an output but returned none"),
+        (pegboard.ToolResponse(output=AddInput(1, 2)), "expected a AddOutput instance"),
+        (pegboard.ToolResponse(output=AddOutput("3")), "$.total: expected integer"),  # type: ignore[arg-type]
+        (
+            pegboard.ToolResponse(output=AddOutput(3), content=42),
+            "content is a int",
+        ),
+    ],
+)
+async def test_invalid_output_never_becomes_a_success(
+    location: pegboard.Location, context: Context, response: Any, message: str
+) -> None:
+    """An output the codec refuses, or content that is not content, fails as invalid_output."""
+
+    @pegboard.tool(description="Broken.", output=AddOutput)
+    async def broken(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return response
+
+    location.tools.register({"broken": broken})
+    outcome = await call(location, "broken", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert message in outcome.error.message
+
+
+@pytest.mark.parametrize("content", [None, "", [], [""]])
+async def test_a_tool_without_output_must_return_content(
+    location: pegboard.Location, context: Context, content: Any
+) -> None:
+    """Empty content from a tool without output is invalid output, not an empty success."""
+
+    @pegboard.tool(description="Silent.")
+    async def silent(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(content=content)
+
+    location.tools.register({"silent": silent})
+    outcome = await call(location, "silent", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert "non-empty content" in outcome.error.message
+
+
+async def test_output_from_a_tool_without_output_codec_is_refused(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Returning an output the tool never declared is invalid output."""
+
+    @pegboard.tool(description="Sneaky.")
+    async def sneaky(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(output={"x": 1}, content="hi")
+
+    location.tools.register({"sneaky": sneaky})
+    outcome = await call(location, "sneaky", "{}", context())
+    assert "invalid_output" == outcome.error.kind  # type: ignore[union-attr]
+
+
+async def test_law_canonical_representation(location: pegboard.Location, context: Context) -> None:
+    """Law 3: content is one canonical tuple; a failure has one error and one partial snapshot."""
+
+    @pegboard.tool(description="Mixed.")
+    async def mixed(input: Any, ctx: pegboard.ToolContext) -> Any:
+        image = pegboard.Image(b"\x89PNG", "image/png")
+        return pegboard.ToolResponse(content=["a", "", pegboard.Text("b"), image])
+
+    @pegboard.tool(description="Fails after progress.")
+    async def failing(input: Any, ctx: pegboard.ToolContext) -> Any:
+        await ctx.progress(pegboard.Progress(message="one", content="first"))
+        await ctx.progress(pegboard.Progress(message="two", content=["second", "part"]))
+        await ctx.progress(pegboard.Progress(message="no content"))
+        raise pegboard.ToolFailure("it broke", metadata={"code": 7})
+
+    location.tools.register({"mixed": mixed, "failing": failing})
+    completed = await call(location, "mixed", "{}", context())
+    assert (
+        pegboard.Text("a"),
+        pegboard.Text("b"),
+        pegboard.Image(b"\x89PNG", "image/png"),
+    ) == completed.content  # type: ignore[union-attr]
+    failed = await call(location, "failing", "{}", context())
+    assert pegboard.Failed(
+        pegboard.ToolError("tool_failure", "it broke", metadata={"code": 7}),
+        (pegboard.Text("second"), pegboard.Text("part")),
+        call=failed.call,
+    ) == failed
+
+
+async def test_progress_reaches_the_runner(location: pegboard.Location, context: Context) -> None:
+    """Every progress report is forwarded to the runner's callback, in order."""
+    received: list[pegboard.Progress] = []
+
+    async def forward(progress: pegboard.Progress) -> None:
+        received.append(progress)
+
+    @pegboard.tool(description="Slow.")
+    async def slow(input: Any, ctx: pegboard.ToolContext) -> str:
+        for step in range(3):
+            await ctx.progress(pegboard.Progress(message=f"step {step}", current=step, total=3))
+        return "done"
+
+    location.tools.register({"slow": slow})
+    await call(location, "slow", "{}", context(progress=forward))
+    assert ["step 0", "step 1", "step 2"] == [progress.message for progress in received]
+
+
+async def test_law_metadata_opt_in(location: pegboard.Location, context: Context) -> None:
+    """Law 4: absent metadata stays absent; it is never a copy of the output."""
+    location.tools.register({"add": Spy().add()})
+    outcome = await call(location, "add", '{"a": 1, "b": 2}', context())
+    assert isinstance(outcome, pegboard.Completed)
+    assert {"total": 3} == outcome.output
+    assert outcome.metadata is None
+
+
+@pytest.mark.parametrize(
+    ("metadata", "reason"),
+    [
+        (["not", "an", "object"], "not a JSON object"),
+        ({"x": float("nan")}, "not plain JSON"),
+        ({"x": object()}, "not plain JSON"),
+        ({"blob": "x" * 20_000}, "over the 16,384 limit"),
+    ],
+)
+async def test_bad_metadata_is_dropped_with_a_warning(
+    location: pegboard.Location,
+    context: Context,
+    caplog: pytest.LogCaptureFixture,
+    metadata: Any,
+    reason: str,
+) -> None:
+    """Invalid or oversized metadata is dropped and logged; the call still completes."""
+
+    @pegboard.tool(description="Meta.")
+    async def meta(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(content="ok", metadata=metadata)
+
+    location.tools.register({"meta": meta})
+    with caplog.at_level(logging.WARNING, logger="pegboard"):
+        outcome = await call(location, "meta", "{}", context())
+    assert isinstance(outcome, pegboard.Completed)
+    assert outcome.metadata is None
+    assert reason in caplog.text
+    assert "'meta'" in caplog.text
+
+
+async def test_metadata_is_a_private_copy(location: pegboard.Location, context: Context) -> None:
+    """Mutating the metadata a tool returned cannot change the settled outcome."""
+    shared: dict[str, Any] = {"items": [1]}
+
+    @pegboard.tool(description="Meta.")
+    async def meta(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(content="ok", metadata=shared)
+
+    location.tools.register({"meta": meta})
+    outcome = await call(location, "meta", "{}", context())
+    shared["items"].append(2)
+    assert {"items": [1]} == outcome.metadata  # type: ignore[union-attr]
+
+
+async def test_law_durable_identity(location: pegboard.Location, context: Context) -> None:
+    """Law 5: outcomes carry exactly the IDs the runner supplied, and so does the tool's context."""
+    seen: list[pegboard.ToolContext] = []
+
+    @pegboard.tool(description="Who.")
+    async def who(input: Any, ctx: pegboard.ToolContext) -> str:
+        seen.append(ctx)
+        return "me"
+
+    @pegboard.tool(description="Fail.")
+    async def fail(input: Any, ctx: pegboard.ToolContext) -> str:
+        raise pegboard.ToolFailure("no")
+
+    location.tools.register({"who": who, "fail": fail})
+    runner = context("call-42", session_id="s-9", agent="planner", message_id="m-7")
+    identity = pegboard.CallIdentity(
+        session_id="s-9", agent="planner", message_id="m-7", call_id="call-42"
+    )
+    for name in ("who", "fail", "missing"):
+        outcome = await call(location, name, "{}", runner)
+        assert identity == outcome.call
+    assert [identity] == [pegboard.CallIdentity.of(ctx) for ctx in seen]
+
+
+async def test_plain_functions_run_in_a_worker_thread(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A synchronous execute runs off the event loop thread."""
+    import threading
+
+    main = threading.get_ident()
+
+    @pegboard.tool(description="Blocking.")
+    def blocking(input: Any, ctx: pegboard.ToolContext) -> str:
+        return "worker" if threading.get_ident() != main else "loop"
+
+    location.tools.register({"blocking": blocking})
+    outcome = await call(location, "blocking", "{}", context())
+    assert (pegboard.Text("worker"),) == outcome.content  # type: ignore[union-attr]
+
+
+async def test_unexpected_exceptions_propagate_unchanged(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A defect in a tool reaches the runner as itself, never as a model-visible failure."""
+
+    class Defect(Exception):
+        pass
+
+    defect = Defect("boom")
+
+    @pegboard.tool(description="Buggy.")
+    async def buggy(input: Any, ctx: pegboard.ToolContext) -> str:
+        raise defect
+
+    location.tools.register({"buggy": buggy})
+    with pytest.raises(Defect) as caught:
+        await call(location, "buggy", "{}", context())
+    assert defect is caught.value
+
+
+async def test_cancellation_propagates_and_produces_no_outcome(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A cancelled call raises cancellation, runs the tool's cleanup and returns nothing."""
+    started, cleaned = anyio.Event(), anyio.Event()
+    outcomes: list[pegboard.Outcome] = []
+
+    @pegboard.tool(description="Waits forever.")
+    async def waits(input: Any, ctx: pegboard.ToolContext) -> str:
+        try:
+            started.set()
+            await anyio.sleep_forever()
+        finally:
+            cleaned.set()
+        return "never"
+
+    location.tools.register({"waits": waits})
+    request = location.prepare()
+
+    async def run() -> None:
+        outcomes.append(await request.execute(pegboard.ToolCall("waits", "{}", context())))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await started.wait()
+        group.cancel_scope.cancel()
+    assert cleaned.is_set()
+    assert [] == outcomes
+
+
+async def test_a_tool_returning_its_output_directly(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Returning the output value (not a ToolResponse) is the same as ToolResponse(output=...)."""
+
+    @pegboard.tool(description="Add.", input=AddInput, output=AddOutput)
+    async def add(input: AddInput, ctx: pegboard.ToolContext) -> AddOutput:
+        return AddOutput(input.a + input.b)
+
+    location.tools.register({"add": add})
+    outcome = await call(location, "add", {"a": 1, "b": 1}, context())
+    assert {"total": 2} == outcome.output  # type: ignore[union-attr]
+
+
+async def test_content_with_a_lone_surrogate_is_invalid_output(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Text that cannot be written as UTF-8 is refused rather than published."""
+
+    @pegboard.tool(description="Binary.")
+    async def binary(input: Any, ctx: pegboard.ToolContext) -> str:
+        return b"caf\xe9".decode("utf-8", "surrogateescape")
+
+    location.tools.register({"binary": binary})
+    outcome = await call(location, "binary", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert "lone UTF-16 surrogate" in outcome.error.message
+
+
+async def test_input_limit_is_per_location(
+    host: pegboard.Host, workspace: Any, storage_dir: Any, context: Context
+) -> None:
+    """max_input_bytes bounds each call's raw input and names the largest field."""
+    spy = Spy()
+    async with host.location(workspace, storage=storage_dir, max_input_bytes=100) as location:
+        location.tools.register({"write": spy.write()})
+        raw = {"path": "p", "content": "y" * 200}
+        outcome = await call(location, "write", raw, context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "over the 100-byte limit; the largest field is $.content" in outcome.error.message
+    assert [] == spy.inputs

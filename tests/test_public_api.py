@@ -1,0 +1,41 @@
+"""The public face: `import pegboard` is the whole API, with tuple __all__ everywhere."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pegboard
+
+
+def _modules() -> list[str]:
+    names = ["pegboard"]
+    for info in pkgutil.walk_packages(pegboard.__path__, "pegboard."):
+        names.append(info.name)
+    return names
+
+
+def test_every_module_declares_a_tuple_all() -> None:
+    """Each module of the package lists its public names in a sorted tuple __all__."""
+    problems = []
+    for name in _modules():
+        module = importlib.import_module(name)
+        exported = getattr(module, "__all__", None)
+        if not isinstance(exported, tuple):
+            problems.append(f"{name}: __all__ is {type(exported).__name__}")
+        elif list(exported) != sorted(exported):
+            problems.append(f"{name}: __all__ is not sorted")
+        else:
+            problems.extend(f"{name}: {n} missing" for n in exported if not hasattr(module, n))
+    assert [] == problems
+
+
+def test_contract_names_are_public() -> None:
+    """Every name the design contract fixes is importable from pegboard."""
+    contract = {
+        "tool", "Tool", "Codec", "SchemaError", "ToolResponse", "Text", "Image", "Audio",
+        "ResourceLink", "ToolContext", "Progress", "ToolFailure", "Tools", "Registration",
+        "RegistrationError", "Host", "Location", "OutputLimits", "ToolDefinition",
+        "ToolCall", "Completed", "Failed", "ToolError", "RetentionError", "Request",
+    }  # fmt: skip
+    assert set() == contract - set(pegboard.__all__)
