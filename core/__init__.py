@@ -1,7 +1,10 @@
 """pegboard: host LLM tools that third-party packages ship as plugins."""
 
+from pegboard.hookspecs import hookimpl
+
 from ._bounding import OutputLimits
 from ._codec import AttrsCodec, Codec, SchemaCodec
+from ._config import ConfigError
 from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
 from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
 from ._host import Host
@@ -9,8 +12,10 @@ from ._json import FrozenDict, FrozenList, thaw
 from ._location import Location
 from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
 from ._pipeline import ExecuteEvent
+from ._plugins import PluginError, PluginInfo
 from ._registry import Registration, Tools, effective_name
 from ._request import Request
+from ._services import LocationInfo, ServiceDenied, Services
 from ._storage import ManagedStorage
 from ._tool import Progress, Tool, ToolContext, ToolDefinition, ToolResponse, tool
 
@@ -21,6 +26,7 @@ __all__ = (
     "Codec",
     "CodecError",
     "Completed",
+    "ConfigError",
     "ContentItem",
     "EmbeddedResource",
     "ExecuteEvent",
@@ -30,9 +36,12 @@ __all__ = (
     "Host",
     "Image",
     "Location",
+    "LocationInfo",
     "ManagedStorage",
     "Outcome",
     "OutputLimits",
+    "PluginError",
+    "PluginInfo",
     "Progress",
     "Registration",
     "RegistrationError",
@@ -41,6 +50,8 @@ __all__ = (
     "RetentionError",
     "SchemaCodec",
     "SchemaError",
+    "ServiceDenied",
+    "Services",
     "Text",
     "Tool",
     "ToolCall",
@@ -51,6 +62,7 @@ __all__ = (
     "ToolResponse",
     "Tools",
     "effective_name",
+    "hookimpl",
     "thaw",
     "tool",
 )

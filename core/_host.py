@@ -1,59 +1,148 @@
-"""The host: the process-wide application board and the door to Locations."""
+"""The host: the application board, the installed plugins, and the door to Locations."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.to_thread
 
+from ._activation import Activation
 from ._bounding import OutputLimits
+from ._config import ConfigError, LocationConfig, PluginSpec, plugin_specs
 from ._location import Location
 from ._pipeline import Pipeline
+from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
+from ._services import LocationInfo
 from ._storage import ManagedStorage
 
 __all__ = ("Host",)
 
 #: Default bound on one call's raw input: far above what a model sends.
 DEFAULT_MAX_INPUT_BYTES = 1_048_576
+#: Set to 1 to make plugin failures raise instead of being recorded.
+STRICT_ENVIRONMENT_VARIABLE = "PEGBOARD_STRICT"
+
+
+def _strict_from_environment() -> bool:
+    return os.environ.get(STRICT_ENVIRONMENT_VARIABLE, "").lower() in ("1", "true", "yes", "on")
 
 
 class Host:
-    """The process: application tools on ``host.tools`` and Locations to open."""
+    """The process: application tools on ``host.tools``, installed plugins, Locations.
 
-    def __init__(self) -> None:
+    Installed plugins are discovered once, from the ``pegboard`` entry-point
+    group, and each is imported only when a Location first enables it.
+    ``strict=True`` (or ``PEGBOARD_STRICT=1``) makes plugin failures raise
+    instead of being recorded: for plugin developers. ``activation_timeout`` is
+    how long, in seconds, one plugin may take to activate or tear down.
+    """
+
+    def __init__(self, *, strict: bool | None = None, activation_timeout: float = 30.0) -> None:
         self._board = Board()
         self._scope = Scope("application")
+        self._plugins = Plugins()
+        self.strict = _strict_from_environment() if strict is None else strict
+        self.activation_timeout = activation_timeout
         #: Registers application tools, available in every Location.
         self.tools = Tools(self._board, self._scope)
+
+    def plugins(self, *, load: bool = False) -> list[PluginInfo]:
+        """Every installed plugin with its distribution, version and load state.
+
+        ``load=True`` imports each plugin to find out whether it loads.
+        """
+        return self._plugins.info(load=load)
+
+    def add_plugin(self, name: str, plugin: object) -> None:
+        """Install an in-process plugin under ``name``, as if an entry point named it.
+
+        ``plugin`` is a module or any object with `pegboard.hookimpl` methods.
+        Like an installed plugin, it takes part only where a Location enables it.
+        """
+        self._plugins.add(name, plugin)
 
     @contextlib.asynccontextmanager
     async def location(
         self,
         root: str | os.PathLike[str],
         *,
+        plugins: Sequence[str | Mapping[str, Any]] | None = None,
+        trusted: Iterable[str] = (),
         limits: OutputLimits | None = None,
         storage: str | os.PathLike[str] | ManagedStorage | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     ) -> AsyncIterator[Location]:
-        """Open the Location at ``root``; closing it removes every registration it made.
+        """Open the Location at ``root`` with its plugins activated.
 
-        ``limits`` bound the model content of each call, ``storage`` is where
-        oversized output is retained (a directory or a `ManagedStorage`; default:
-        a per-user data directory), ``max_input_bytes`` bounds each call's input.
+        ``plugins`` is an ordered list of plugin names or ``{"name": ...,
+        "options": {...}}`` entries; ``None`` reads ``pegboard.toml`` at the
+        root, else enables ``builtin`` alone. Only the host grants trust:
+        ``trusted`` names the plugins that may use trusted services (``builtin``
+        always may). ``limits`` bound each call's model content (default: the
+        config file's ``[tool_output]``, else `OutputLimits()`), ``storage`` is
+        where oversized output is retained, ``max_input_bytes`` bounds each
+        call's raw input. Closing tears plugins down in reverse order and
+        removes every registration made in the Location.
         """
         path = anyio.Path(root)
         if not await path.is_dir():
             raise NotADirectoryError(f"a Location's root must be a directory: {path}")
+        resolved = Path(await path.resolve())
+        config = await anyio.to_thread.run_sync(LocationConfig.read, resolved)
+        specs = self._enabled(plugins, config, resolved)
+        if limits is None:
+            limits = _limits(config, resolved)
         if not isinstance(storage, ManagedStorage):
             storage = ManagedStorage(storage)
-        pipeline = Pipeline(limits or OutputLimits(), storage, max_input_bytes)
         await storage.prune()
-        location = Location(Path(await path.resolve()), self._board, pipeline)
+        location = Location(resolved, self._board, Pipeline(limits, storage, max_input_bytes))
+        activation = Activation(
+            self._plugins,
+            LocationInfo(resolved),
+            location._board,
+            timeout=self.activation_timeout,
+            strict=self.strict,
+        )
         try:
+            await activation.activate(specs, frozenset(trusted) | {BUILTIN})
+            location._attach(activation)
             yield location
         finally:
-            location._close()
+            try:
+                await activation.close()
+            finally:
+                location._close()
+
+    def _enabled(
+        self,
+        plugins: Sequence[str | Mapping[str, Any]] | None,
+        config: LocationConfig,
+        root: Path,
+    ) -> tuple[PluginSpec, ...]:
+        if plugins is not None:
+            specs, source = plugin_specs(plugins, source="plugins="), "the host's plugins="
+        elif config.plugins is not None:
+            specs, source = config.plugins, str(root / "pegboard.toml")
+        else:
+            return (PluginSpec(BUILTIN),)
+        installed = self._plugins.names()
+        for spec in specs:
+            if spec.name not in installed:
+                raise ConfigError(
+                    f"plugin {spec.name!r} (enabled by {source}) is not installed; "
+                    f"installed plugins: {', '.join(installed)}"
+                )
+        return specs
+
+
+def _limits(config: LocationConfig, root: Path) -> OutputLimits:
+    try:
+        return OutputLimits(**config.tool_output)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{root / 'pegboard.toml'}: tool_output: {error}") from None

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
+from ._activation import Activation
 from ._bounding import OutputLimits
 from ._pipeline import Pipeline
+from ._plugins import PluginError
 from ._registry import Board, Scope, Tools
 from ._request import Request, Snapshot
 from ._storage import ManagedStorage
@@ -29,6 +33,7 @@ class Location:
         self._boards = (application, self._board)
         self._pipeline = pipeline
         self._snapshot: tuple[tuple[int, ...], Snapshot] | None = None
+        self._activation: Activation | None = None
         self._closed = False
 
     @property
@@ -43,6 +48,18 @@ class Location:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def plugin_errors(self) -> tuple[PluginError, ...]:
+        """The plugins that failed here, each naming its plugin and phase."""
+        return () if self._activation is None else tuple(self._activation.errors)
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """The names of the plugins active here, in activation order."""
+        if self._activation is None:
+            return ()
+        return tuple(plugin.name for plugin in self._activation.active)
+
     def prepare(self, *, final_step: bool = False) -> Request:
         """Capture, for every advertised name, the effective registration now.
 
@@ -54,7 +71,15 @@ class Location:
         if self._snapshot is None or self._snapshot[0] != versions:
             # Rebuilt only when a board changed; otherwise requests share it.
             self._snapshot = (versions, Snapshot.of(self._boards))
-        return Request(self._snapshot[1], self._pipeline, final_step=final_step)
+        snapshot = self._snapshot[1]
+        definitions = None
+        if self._activation is not None and self._activation.prepare_hooks():
+            definitions = self._activation.withdraw(snapshot.definitions, final_step)
+        return Request(snapshot, self._pipeline, final_step=final_step, definitions=definitions)
+
+    def _attach(self, activation: Activation) -> None:
+        self._activation = activation
+        self._pipeline = attrs.evolve(self._pipeline, after_hooks=activation.after_hooks())
 
     def _close(self) -> None:
         self._closed = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import attrs
 import jsonschema
@@ -83,13 +83,13 @@ def test_attrs_schema_covers_every_supported_type() -> None:
     assert expected == schema["properties"]
     assert [name for name in expected if name not in ("limit", "names")] == schema["required"]
     assert schema["additionalProperties"] is False
-    assert {
+    assert schema["$defs"]["Point"] == {
         "type": "object",
         "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
         "required": ["x", "y"],
         "additionalProperties": False,
         "description": "A point on the board.",
-    } == schema["$defs"]["Point"]
+    }
 
 
 def test_attrs_codec_decodes_into_the_class() -> None:
@@ -164,12 +164,12 @@ def test_integral_floats_are_integers_as_json_schema_says() -> None:
 def test_attrs_codec_encodes_only_instances_of_its_class() -> None:
     """Encoding takes an instance and checks what it holds against the schema."""
     codec = pegboard.AttrsCodec(Point)
-    assert {"x": 1, "y": 2} == codec.encode(Point(1, 2))
+    assert codec.encode(Point(1, 2)) == {"x": 1, "y": 2}
     with pytest.raises(pegboard.CodecError, match="expected a Point instance, got dict"):
         codec.encode({"x": 1, "y": 2})
     with pytest.raises(pegboard.CodecError) as caught:
         codec.encode(Point("1", 2))  # type: ignore[arg-type]
-    assert "$.x" == caught.value.path
+    assert caught.value.path == "$.x"
 
 
 def test_nan_output_is_not_valid_json() -> None:
@@ -198,9 +198,11 @@ def test_recursive_classes_use_defs() -> None:
     """A class that contains itself refers to its own definition."""
     codec = pegboard.AttrsCodec(Node)
     schema = codec.json_schema
-    assert {"type": "array", "items": {"$ref": "#/$defs/Node"}, "default": []} == (
-        schema["properties"]["children"]
-    )
+    assert (schema["properties"]["children"]) == {
+        "type": "array",
+        "items": {"$ref": "#/$defs/Node"},
+        "default": [],
+    }
     tree = codec.decode({"name": "a", "children": [{"name": "b"}]})
     assert Node("a", [Node("b")]) == tree
 
@@ -216,7 +218,7 @@ def test_schema_codec_returns_the_validated_json() -> None:
     codec = pegboard.SchemaCodec(
         {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
     )
-    assert {"q": "x"} == codec.decode({"q": "x"})
+    assert codec.decode({"q": "x"}) == {"q": "x"}
     with pytest.raises(pegboard.CodecError, match="'q' is a required property"):
         codec.decode({})
 
@@ -227,7 +229,7 @@ def test_schema_codec_encode_copies() -> None:
     value = {"items": [1]}
     encoded = codec.encode(value)
     value["items"].append(2)
-    assert {"items": [1]} == encoded
+    assert encoded == {"items": [1]}
 
 
 @pytest.mark.parametrize(
@@ -264,7 +266,10 @@ def test_custom_codec_is_used_as_is_and_checked() -> None:
     """Any object with json_schema, decode and encode is a Codec; its schema is checked."""
 
     class Upper:
-        json_schema = {"type": "object", "properties": {"s": {"type": "string"}}}
+        json_schema: ClassVar[dict[str, Any]] = {
+            "type": "object",
+            "properties": {"s": {"type": "string"}},
+        }
 
         def decode(self, raw: Any) -> str:
             return str(raw["s"]).upper()
@@ -277,7 +282,10 @@ def test_custom_codec_is_used_as_is_and_checked() -> None:
     assert made.input is codec
 
     class Broken(Upper):
-        json_schema = {"type": "object", "properties": {"s": {"type": "text"}}}
+        json_schema: ClassVar[dict[str, Any]] = {
+            "type": "object",
+            "properties": {"s": {"type": "text"}},
+        }
 
     with pytest.raises(pegboard.SchemaError, match="'type'"):
         pegboard.tool(description="d", execute=lambda i, c: i, input=Broken())
@@ -297,8 +305,8 @@ def test_schemas_are_read_only_but_still_dicts() -> None:
     assert json.loads(json.dumps(schema)) == schema
     thawed = copy.deepcopy(schema)
     thawed["required"].append("z")
-    assert ["x", "y", "z"] == thawed["required"]
-    assert ["x", "y"] == pegboard.thaw(schema)["required"]
+    assert thawed["required"] == ["x", "y", "z"]
+    assert pegboard.thaw(schema)["required"] == ["x", "y"]
 
 
 # The fast validator (jsonschema-rs) only ever accepts early; jsonschema stays the
@@ -309,8 +317,12 @@ _json = st.recursive(
     | st.integers(-(2**53), 2**53)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.sampled_from(["text", "count", "x", "y", "name", "children"]), children),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["text", "count", "x", "y", "name", "children"]), children
+        )
+    ),
     max_leaves=10,
 )
 

@@ -52,9 +52,11 @@ def test_every_law_has_a_test_named_after_it() -> None:
     missing = [
         law
         for law in laws
-        if not re.search(rf"def test_law_{law.lower().replace(' ', '_').replace('-', '_')}", sources)
+        if not re.search(
+            rf"def test_law_{law.lower().replace(' ', '_').replace('-', '_')}", sources
+        )
     ]
-    assert [] == missing
+    assert missing == []
 
 
 def test_laws_match_the_design_contract() -> None:

@@ -114,11 +114,11 @@ async def test_bad_input_fails_clearly_and_never_executes(
     location.tools.register({"add": spy.add(), "write": spy.write()})
     outcome = await call(location, name, raw, context())
     assert isinstance(outcome, pegboard.Failed)
-    assert "invalid_input" == outcome.error.kind
+    assert outcome.error.kind == "invalid_input"
     assert outcome.error.message.startswith(f"invalid input for tool {name!r}: ")
     assert message in outcome.error.message
     assert f"(rule: {rule})" in outcome.error.message
-    assert [] == spy.inputs
+    assert spy.inputs == []
 
 
 async def test_deeply_nested_mapping_input_is_refused(
@@ -135,7 +135,7 @@ async def test_deeply_nested_mapping_input_is_refused(
     outcome = await call(location, "write", {"path": "p", "content": "c", "x": deep}, context())
     assert isinstance(outcome, pegboard.Failed)
     assert "deeper than 64 levels" in outcome.error.message
-    assert [] == spy.inputs
+    assert spy.inputs == []
 
 
 async def test_bad_inputs_do_not_disturb_concurrent_calls(
@@ -158,7 +158,7 @@ async def test_bad_inputs_do_not_disturb_concurrent_calls(
             group.start_soon(run, index, name, raw)
     kinds = [outcomes[index] for index in range(len(calls))]
     assert all(isinstance(outcome, pegboard.Failed) for outcome in kinds[: len(bad)])
-    assert [3, 7] == [outcome.output["total"] for outcome in kinds[len(bad) :]]  # type: ignore[union-attr]
+    assert [outcome.output["total"] for outcome in kinds[len(bad) :]] == [3, 7]  # type: ignore[union-attr]
     assert [AddInput(1, 2), AddInput(3, 4)] == sorted(spy.inputs, key=lambda value: value.a)
 
 
@@ -170,12 +170,12 @@ async def test_law_per_call_rejection(location: pegboard.Location, context: Cont
     unknown = await request.execute(pegboard.ToolCall("nope", "{}", context("c1")))
     invalid = await request.execute(pegboard.ToolCall("add", "{}", context("c2")))
     good = await request.execute(pegboard.ToolCall("add", '{"a": 1, "b": 1}', context("c3")))
-    assert ["unknown_tool", "invalid_input"] == [
+    assert [
         unknown.error.kind,  # type: ignore[union-attr]
         invalid.error.kind,  # type: ignore[union-attr]
-    ]
+    ] == ["unknown_tool", "invalid_input"]
     assert isinstance(good, pegboard.Completed)
-    assert {"total": 2} == good.output
+    assert good.output == {"total": 2}
 
 
 async def test_unknown_tool_lists_what_is_available(
@@ -184,12 +184,15 @@ async def test_unknown_tool_lists_what_is_available(
     """Calling a name nobody registered fails that call with the names that exist."""
     location.tools.register({"add": Spy().add()})
     outcome = await call(location, "subtract", "{}", context())
-    assert pegboard.Failed(
-        pegboard.ToolError(
-            "unknown_tool", "there is no tool named 'subtract'; available tools: add"
-        ),
-        call=outcome.call,
-    ) == outcome
+    assert (
+        pegboard.Failed(
+            pegboard.ToolError(
+                "unknown_tool", "there is no tool named 'subtract'; available tools: add"
+            ),
+            call=outcome.call,
+        )
+        == outcome
+    )
 
 
 async def test_final_step_keeps_definitions_and_refuses_calls(
@@ -199,12 +202,12 @@ async def test_final_step_keeps_definitions_and_refuses_calls(
     spy = Spy()
     location.tools.register({"add": spy.add()})
     normal, final = location.prepare(), location.prepare(final_step=True)
-    assert ("auto", "none") == (normal.tool_choice, final.tool_choice)
+    assert (normal.tool_choice, final.tool_choice) == ("auto", "none")
     assert normal.definitions == final.definitions
     outcome = await final.execute(pegboard.ToolCall("add", '{"a": 1, "b": 1}', context()))
     assert isinstance(outcome, pegboard.Failed)
-    assert "final_step" == outcome.error.kind
-    assert [] == spy.inputs
+    assert outcome.error.kind == "final_step"
+    assert spy.inputs == []
 
 
 async def test_law_codec_boundary(location: pegboard.Location, context: Context) -> None:
@@ -221,9 +224,10 @@ async def test_law_codec_boundary(location: pegboard.Location, context: Context)
     location.tools.register({"add": add})
     outcome = await call(location, "add", '{"a": 2, "b": 3}', context())
     assert [AddInput(2, 3)] == seen
-    assert pegboard.Completed(
-        {"total": 5}, (pegboard.Text("the sum"),), {"ui": 1}, call=outcome.call
-    ) == outcome
+    assert (
+        pegboard.Completed({"total": 5}, (pegboard.Text("the sum"),), {"ui": 1}, call=outcome.call)
+        == outcome
+    )
 
 
 async def test_output_without_content_is_serialized_once(
@@ -270,7 +274,7 @@ async def test_invalid_output_never_becomes_a_success(
     location.tools.register({"broken": broken})
     outcome = await call(location, "broken", "{}", context())
     assert isinstance(outcome, pegboard.Failed)
-    assert "invalid_output" == outcome.error.kind
+    assert outcome.error.kind == "invalid_output"
     assert message in outcome.error.message
 
 
@@ -287,7 +291,7 @@ async def test_a_tool_without_output_must_return_content(
     location.tools.register({"silent": silent})
     outcome = await call(location, "silent", "{}", context())
     assert isinstance(outcome, pegboard.Failed)
-    assert "invalid_output" == outcome.error.kind
+    assert outcome.error.kind == "invalid_output"
     assert "non-empty content" in outcome.error.message
 
 
@@ -302,7 +306,7 @@ async def test_output_from_a_tool_without_output_codec_is_refused(
 
     location.tools.register({"sneaky": sneaky})
     outcome = await call(location, "sneaky", "{}", context())
-    assert "invalid_output" == outcome.error.kind  # type: ignore[union-attr]
+    assert outcome.error.kind == "invalid_output"  # type: ignore[union-attr]
 
 
 async def test_law_canonical_representation(location: pegboard.Location, context: Context) -> None:
@@ -328,11 +332,14 @@ async def test_law_canonical_representation(location: pegboard.Location, context
         pegboard.Image(b"\x89PNG", "image/png"),
     ) == completed.content  # type: ignore[union-attr]
     failed = await call(location, "failing", "{}", context())
-    assert pegboard.Failed(
-        pegboard.ToolError("tool_failure", "it broke", metadata={"code": 7}),
-        (pegboard.Text("second"), pegboard.Text("part")),
-        call=failed.call,
-    ) == failed
+    assert (
+        pegboard.Failed(
+            pegboard.ToolError("tool_failure", "it broke", metadata={"code": 7}),
+            (pegboard.Text("second"), pegboard.Text("part")),
+            call=failed.call,
+        )
+        == failed
+    )
 
 
 async def test_progress_reaches_the_runner(location: pegboard.Location, context: Context) -> None:
@@ -350,7 +357,7 @@ async def test_progress_reaches_the_runner(location: pegboard.Location, context:
 
     location.tools.register({"slow": slow})
     await call(location, "slow", "{}", context(progress=forward))
-    assert ["step 0", "step 1", "step 2"] == [progress.message for progress in received]
+    assert [progress.message for progress in received] == ["step 0", "step 1", "step 2"]
 
 
 async def test_law_metadata_opt_in(location: pegboard.Location, context: Context) -> None:
@@ -358,7 +365,7 @@ async def test_law_metadata_opt_in(location: pegboard.Location, context: Context
     location.tools.register({"add": Spy().add()})
     outcome = await call(location, "add", '{"a": 1, "b": 2}', context())
     assert isinstance(outcome, pegboard.Completed)
-    assert {"total": 3} == outcome.output
+    assert outcome.output == {"total": 3}
     assert outcome.metadata is None
 
 
@@ -404,7 +411,7 @@ async def test_metadata_is_a_private_copy(location: pegboard.Location, context: 
     location.tools.register({"meta": meta})
     outcome = await call(location, "meta", "{}", context())
     shared["items"].append(2)
-    assert {"items": [1]} == outcome.metadata  # type: ignore[union-attr]
+    assert outcome.metadata == {"items": [1]}  # type: ignore[union-attr]
 
 
 async def test_law_durable_identity(location: pegboard.Location, context: Context) -> None:
@@ -453,17 +460,17 @@ async def test_unexpected_exceptions_propagate_unchanged(
 ) -> None:
     """A defect in a tool reaches the runner as itself, never as a model-visible failure."""
 
-    class Defect(Exception):
+    class DefectError(Exception):
         pass
 
-    defect = Defect("boom")
+    defect = DefectError("boom")
 
     @pegboard.tool(description="Buggy.")
     async def buggy(input: Any, ctx: pegboard.ToolContext) -> str:
         raise defect
 
     location.tools.register({"buggy": buggy})
-    with pytest.raises(Defect) as caught:
+    with pytest.raises(DefectError) as caught:
         await call(location, "buggy", "{}", context())
     assert defect is caught.value
 
@@ -495,7 +502,7 @@ async def test_cancellation_propagates_and_produces_no_outcome(
         await started.wait()
         group.cancel_scope.cancel()
     assert cleaned.is_set()
-    assert [] == outcomes
+    assert outcomes == []
 
 
 async def test_a_tool_returning_its_output_directly(
@@ -509,7 +516,7 @@ async def test_a_tool_returning_its_output_directly(
 
     location.tools.register({"add": add})
     outcome = await call(location, "add", {"a": 1, "b": 1}, context())
-    assert {"total": 2} == outcome.output  # type: ignore[union-attr]
+    assert outcome.output == {"total": 2}  # type: ignore[union-attr]
 
 
 async def test_content_with_a_lone_surrogate_is_invalid_output(
@@ -524,7 +531,7 @@ async def test_content_with_a_lone_surrogate_is_invalid_output(
     location.tools.register({"binary": binary})
     outcome = await call(location, "binary", "{}", context())
     assert isinstance(outcome, pegboard.Failed)
-    assert "invalid_output" == outcome.error.kind
+    assert outcome.error.kind == "invalid_output"
     assert "lone UTF-16 surrogate" in outcome.error.message
 
 
@@ -539,4 +546,4 @@ async def test_input_limit_is_per_location(
         outcome = await call(location, "write", raw, context())
     assert isinstance(outcome, pegboard.Failed)
     assert "over the 100-byte limit; the largest field is $.content" in outcome.error.message
-    assert [] == spy.inputs
+    assert spy.inputs == []

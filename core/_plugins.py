@@ -1,0 +1,197 @@
+"""Installed plugins: entry-point discovery and loading on first use."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+import importlib_metadata
+import pluggy
+
+from pegboard import hookspecs
+
+__all__ = ("BUILTIN", "ENTRY_POINT_GROUP", "PluginError", "PluginInfo", "Plugins")
+
+logger = logging.getLogger("pegboard")
+
+#: The entry-point group third-party packages declare their plugins in.
+ENTRY_POINT_GROUP = "pegboard"
+#: The built-in plugin's name; it is registered directly, not through an entry point.
+BUILTIN = "builtin"
+_HOOKS = ("activate_location", "execute_after", "prepare_request")
+
+Phase = Literal["import", "options", "activation", "teardown", "hook"]
+
+
+@attrs.frozen(auto_exc=True)
+class PluginError(Exception):
+    """A plugin failed: which plugin, in which phase, and what happened.
+
+    Recorded in ``location.plugin_errors``; raised instead in strict mode, and
+    raised from ``request.execute`` when an ``execute_after`` hook fails.
+    """
+
+    plugin: str
+    phase: Phase
+    message: str
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r} failed ({self.phase}): {self.message}"
+
+
+@attrs.frozen
+class PluginInfo:
+    """One installed plugin: where it comes from and whether it loads.
+
+    ``state`` is ``"not loaded"`` until a Location enables it (or
+    ``host.plugins(load=True)`` tries), then ``"loaded"`` or ``"failed"``
+    with the reason in ``error``.
+    """
+
+    name: str
+    distribution: str | None
+    version: str | None
+    state: Literal["not loaded", "loaded", "failed"]
+    error: str | None = None
+
+    @property
+    def loads(self) -> bool | None:
+        """Whether the plugin loads; ``None`` while that is not yet known."""
+        return None if self.state == "not loaded" else self.state == "loaded"
+
+
+@attrs.define
+class _Entry:
+    name: str
+    distribution: str | None
+    version: str | None
+    load: Callable[[], object]
+    plugin: object = None
+    error: PluginError | None = None
+    hooks: dict[str, pluggy.HookImpl] = attrs.field(factory=dict)
+
+
+class Plugins:
+    """The host's plugins: scanned once, each imported only when first enabled."""
+
+    def __init__(self) -> None:
+        self._manager = pluggy.PluginManager(hookspecs.PROJECT)
+        self._manager.add_hookspecs(hookspecs)
+        self._entries: dict[str, _Entry] | None = None
+
+    def _scan(self) -> dict[str, _Entry]:
+        if self._entries is not None:
+            return self._entries
+        entries = {
+            BUILTIN: _Entry(
+                BUILTIN,
+                "pegboard",
+                _version("pegboard"),
+                lambda: importlib.import_module("pegboard.plugins_builtin"),
+            )
+        }
+        for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = point.dist
+            name, version = (dist.name, dist.version) if dist is not None else (None, None)
+            if point.name in entries:
+                logger.warning(
+                    "ignoring plugin %r from %s: the name is taken by %s",
+                    point.name,
+                    name,
+                    entries[point.name].distribution,
+                )
+                continue
+            entries[point.name] = _Entry(point.name, name, version, point.load)
+        self._entries = entries
+        return entries
+
+    def add(self, name: str, plugin: object) -> None:
+        """Install an in-process plugin (a module or object with hookimpls) as ``name``."""
+        entries = self._scan()
+        if name in entries:
+            raise ValueError(f"a plugin named {name!r} is already installed")
+        entries[name] = _Entry(name, None, None, lambda: plugin)
+
+    def names(self) -> list[str]:
+        """The names of every installed plugin, ``builtin`` first."""
+        return list(self._scan())
+
+    def info(self, *, load: bool = False) -> list[PluginInfo]:
+        """One `PluginInfo` per installed plugin; ``load=True`` imports each to find out."""
+        infos = []
+        for entry in self._scan().values():
+            if load:
+                with contextlib.suppress(PluginError):  # recorded on the entry
+                    self.load(entry.name)
+            state: Literal["not loaded", "loaded", "failed"] = (
+                "failed" if entry.error else "loaded" if entry.plugin is not None else "not loaded"
+            )
+            error = entry.error.message if entry.error else None
+            infos.append(PluginInfo(entry.name, entry.distribution, entry.version, state, error))
+        return infos
+
+    def load(self, name: str) -> dict[str, pluggy.HookImpl]:
+        """Import and register plugin ``name`` once; return its hook implementations."""
+        entry = self._scan().get(name)
+        if entry is None:
+            raise KeyError(name)
+        if entry.error is not None:
+            raise entry.error
+        if entry.plugin is None:
+            try:
+                self._register(entry)
+            except PluginError as error:
+                entry.error = error
+                raise
+        return entry.hooks
+
+    def options_schema(self, name: str) -> object:
+        """The JSON Schema a loaded plugin declares for its options, if any."""
+        return getattr(self._scan()[name].plugin, "options_schema", None)
+
+    def _register(self, entry: _Entry) -> None:
+        try:
+            plugin = entry.load()
+        except Exception as error:
+            raise PluginError(entry.name, "import", _describe(error)) from error
+        if plugin is None:
+            raise PluginError(entry.name, "import", "the entry point names None")
+        try:
+            self._manager.register(plugin, name=entry.name)
+        except (ValueError, pluggy.PluginValidationError) as error:
+            raise PluginError(entry.name, "import", str(error)) from error
+        hooks: dict[str, pluggy.HookImpl] = {}
+        for caller in self._manager.get_hookcallers(plugin) or ():
+            impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
+            problem = None
+            if caller.name not in _HOOKS:
+                problem = f"it implements {caller.name!r}, which is not a pegboard hook"
+            elif impl.hookwrapper or impl.wrapper:
+                problem = f"its {caller.name!r} is a wrapper; pegboard hooks run in plugin order"
+            if problem is not None:
+                self._manager.unregister(plugin)
+                raise PluginError(
+                    entry.name, "import", f"{problem}; known hooks: {', '.join(_HOOKS)}"
+                )
+            hooks[caller.name] = impl
+        entry.plugin, entry.hooks = plugin, hooks
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib_metadata.version(distribution)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def call_hook(impl: pluggy.HookImpl, **arguments: Any) -> Any:
+    """Call one implementation with the subset of arguments it accepts."""
+    return impl.function(*(arguments[name] for name in impl.argnames))
