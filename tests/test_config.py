@@ -1,0 +1,97 @@
+"""A Location's pegboard.toml: plugins, options and output limits, never trust."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pegboard
+from pegboard import hookimpl
+
+pytestmark = pytest.mark.anyio
+
+
+class Remember:
+    def __init__(self) -> None:
+        self.options: list[dict[str, object]] = []
+
+    @hookimpl
+    def activate_location(self, options: dict[str, object]) -> None:
+        self.options.append(options)
+
+
+async def test_config_enables_plugins_with_options_and_sets_limits(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """plugins=None reads the plugin list and [tool_output] from pegboard.toml."""
+    plugin = Remember()
+    host.add_plugin("notes", plugin)
+    (workspace / "pegboard.toml").write_text(
+        'plugins = ["builtin", {name = "notes", options = {depth = 2}}]\n'
+        "[tool_output]\nmax_lines = 500\nmax_bytes = 20000\n"
+    )
+    async with host.location(workspace, storage=storage_dir) as location:
+        assert ("builtin", "notes") == location.plugins
+        assert [{"depth": 2}] == plugin.options
+        assert pegboard.OutputLimits(max_lines=500, max_bytes=20000) == location.limits
+
+
+async def test_host_arguments_take_precedence_over_the_config(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Explicit plugins= and limits= win over what the file says."""
+    config = 'plugins = ["builtin"]\n[tool_output]\nmax_lines = 9\n'
+    (workspace / "pegboard.toml").write_text(config)
+    limits = pegboard.OutputLimits(max_lines=100)
+    async with host.location(workspace, plugins=[], limits=limits, storage=storage_dir) as loc:
+        assert () == loc.plugins
+        assert limits == loc.limits
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("plugins = [", "not valid TOML"),
+        ('plugins = "builtin"', "plugins: expected array, got string"),
+        ("plugins = [3]", "plugins[0]"),
+        ('plugins = [{name = "builtin", options = 3}]', "plugins[0]"),
+        ('plugins = ["nope"]', "plugin 'nope' (enabled by"),
+        ('plugins = ["builtin", "builtin"]', "enabled twice"),
+        ("[tool_output]\nmax_lines = 'many'", "tool_output.max_lines: expected integer"),
+        ("[tool_output]\nmax_line = 3", "unexpected property 'max_line'"),
+        ("[tool_output]\nmax_bytes = 10", "tool_output.max_bytes: 10 is less than"),
+        ('trusted = ["notes"]', "cannot grant trust"),
+        ("colour = 'blue'", "unexpected property 'colour'"),
+    ],
+)
+async def test_bad_config_is_a_clear_error_naming_file_and_key(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, text: str, message: str
+) -> None:
+    """A malformed file, a wrong type or an unknown key names the file and the key."""
+    (workspace / "pegboard.toml").write_text(text)
+    with pytest.raises(pegboard.ConfigError) as caught:
+        async with host.location(workspace, storage=storage_dir):
+            pytest.fail("the Location must not open")
+    assert str(workspace / "pegboard.toml") in str(caught.value)
+    assert message in str(caught.value)
+
+
+async def test_config_cannot_make_a_plugin_trusted(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Enabling a plugin in the config gives it no trust; only the host grants trust."""
+    seen: list[pegboard.Services] = []
+
+    class Probe:
+        @hookimpl
+        def activate_location(self, services: pegboard.Services) -> None:
+            seen.append(services)
+
+    host.add_plugin("probe", Probe())
+    (workspace / "pegboard.toml").write_text('plugins = ["probe"]\n')
+    async with host.location(workspace, storage=storage_dir):
+        pass
+    async with host.location(workspace, storage=storage_dir, trusted=["probe"]):
+        pass
+    assert [False, True] == [services.trusted for services in seen]

@@ -1,0 +1,151 @@
+"""Installed plugins: discovery through real entry-point metadata, loading on first use."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import pegboard
+
+pytestmark = pytest.mark.anyio
+
+Install = Callable[..., str]
+
+
+@pytest.fixture
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
+    """Install a plugin as a distribution: a module plus a dist-info with entry_points.txt."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    prefix = f"pegboard_test_{tmp_path.name.replace('-', '_')}"
+
+    def install(name: str, source: str, *, distribution: str = "") -> str:
+        module = f"{prefix}_{name}"
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
+        dist = distribution or f"{name}-plugin"
+        info = site / f"{dist.replace('-', '_')}-1.2.3.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = {module}\n")
+        return module
+
+    yield install
+    for module in [name for name in sys.modules if name.startswith(prefix)]:
+        del sys.modules[module]
+
+
+NOTES = """
+    import pegboard
+
+    @pegboard.tool(description="Count notes.")
+    async def count(input, context):
+        return "3 notes"
+
+    @pegboard.hookimpl
+    def activate_location(tools):
+        tools.register({"count": count}, namespace="notes")
+"""
+
+
+async def test_an_installed_plugin_is_enabled_for_one_location_and_not_another(
+    install: Install, tmp_path: Path, storage_dir: Path, context: Callable[..., object]
+) -> None:
+    """A plugin declared by an entry point runs where enabled and is absent elsewhere."""
+    install("notes", NOTES)
+    host = pegboard.Host()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with host.location(tmp_path / "a", plugins=["notes"], storage=storage_dir) as one:
+        request = one.prepare()
+        assert ["notes_count"] == [definition.name for definition in request.definitions]
+        outcome = await request.execute(pegboard.ToolCall("notes_count", "{}", context()))
+        assert (pegboard.Text("3 notes"),) == outcome.content  # type: ignore[union-attr]
+    async with host.location(tmp_path / "b", plugins=[], storage=storage_dir) as other:
+        assert () == other.prepare().definitions
+
+
+async def test_plugins_are_imported_only_when_enabled(
+    install: Install, workspace: Path, storage_dir: Path
+) -> None:
+    """Discovery reads metadata only; the module is imported when a Location enables it."""
+    module = install("lazy", NOTES)
+    host = pegboard.Host()
+    infos = {info.name: info for info in host.plugins()}
+    assert pegboard.PluginInfo("lazy", "lazy-plugin", "1.2.3", "not loaded") == infos["lazy"]
+    assert module not in sys.modules
+    async with host.location(workspace, plugins=[], storage=storage_dir):
+        assert module not in sys.modules
+    async with host.location(workspace, plugins=["lazy"], storage=storage_dir):
+        assert module in sys.modules
+    assert "loaded" == {info.name: info for info in host.plugins()}["lazy"].state
+
+
+async def test_the_entry_point_scan_happens_once_per_host(
+    install: Install, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening many Locations scans the installed entry points once."""
+    import importlib_metadata
+
+    install("notes", NOTES)
+    scans: list[str] = []
+    real = importlib_metadata.entry_points
+
+    def counting(**selection: str) -> importlib_metadata.EntryPoints:
+        scans.append(selection.get("group", ""))
+        return real(**selection)
+
+    monkeypatch.setattr(importlib_metadata, "entry_points", counting)
+    host = pegboard.Host()
+    for _ in range(3):
+        async with host.location(workspace, plugins=["notes"], storage=storage_dir):
+            pass
+    assert ["pegboard"] == scans
+
+
+async def test_a_plugin_that_fails_to_import_is_recorded_and_harmless(
+    install: Install, workspace: Path, storage_dir: Path
+) -> None:
+    """An import error is recorded on the Location and shown by host.plugins(load=True)."""
+    install("broken", "import nonexistent_module_for_pegboard_tests\n")
+    install("notes", NOTES)
+    host = pegboard.Host()
+    enabled = ["broken", "notes"]
+    async with host.location(workspace, plugins=enabled, storage=storage_dir) as location:
+        [error] = location.plugin_errors
+        assert ("broken", "import") == (error.plugin, error.phase)
+        assert "No module named 'nonexistent_module_for_pegboard_tests'" in error.message
+        assert ["notes_count"] == [d.name for d in location.prepare().definitions]
+    info = {info.name: info for info in host.plugins(load=True)}["broken"]
+    assert ("failed", False) == (info.state, info.loads)
+    assert "nonexistent_module_for_pegboard_tests" in str(info.error)
+
+
+async def test_plugins_load_reports_every_installed_plugin(install: Install) -> None:
+    """host.plugins(load=True) imports each plugin and reports whether it loads."""
+    install("notes", NOTES)
+    host = pegboard.Host()
+    infos = {info.name: info for info in host.plugins(load=True)}
+    assert infos["notes"].loads
+    assert infos["builtin"].loads
+    assert ("builtin", "pegboard") == (infos["builtin"].name, infos["builtin"].distribution)
+
+
+async def test_builtin_is_enabled_by_default_and_can_be_disabled(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """plugins=None with no config enables builtin alone; plugins=[] enables nothing."""
+    async with host.location(workspace, storage=storage_dir) as default:
+        assert ("builtin",) == default.plugins
+    async with host.location(workspace, plugins=[], storage=storage_dir) as bare:
+        assert () == bare.plugins
+
+
+async def test_an_in_process_plugin_cannot_shadow_an_installed_name(host: pegboard.Host) -> None:
+    """add_plugin refuses a name that is already installed."""
+    with pytest.raises(ValueError, match="'builtin' is already installed"):
+        host.add_plugin("builtin", object())
