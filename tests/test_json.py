@@ -51,7 +51,7 @@ def test_loads_rejects_what_json_forbids() -> None:
     for text in ('{"a": NaN}', '{"a": -Infinity}', '{"a": 1e400}', '{"a": "\\udc00"}'):
         with pytest.raises(CodecError) as caught:
             loads(text, max_depth=64)
-        assert "$.a" == caught.value.path
+        assert caught.value.path == "$.a"
 
 
 def test_loads_reports_the_position_of_broken_text() -> None:
@@ -62,12 +62,12 @@ def test_loads_reports_the_position_of_broken_text() -> None:
 
 def test_loads_accepts_surrogate_pairs() -> None:
     """An escaped surrogate pair is one valid character."""
-    assert {"a": "😀"} == loads('{"a": "\\ud83d\\ude00"}', max_depth=64)
+    assert loads('{"a": "\\ud83d\\ude00"}', max_depth=64) == {"a": "😀"}
 
 
 def test_format_path_quotes_odd_keys() -> None:
     """Identifiers read as .name, anything else as a quoted key."""
-    assert '$.a[0]["x y"]' == format_path(((((None, "a"), 0), "x y")))
+    assert format_path((((None, "a"), 0), "x y")) == '$.a[0]["x y"]'
 
 
 _json = st.recursive(
@@ -106,4 +106,4 @@ def test_frozen_containers_refuse_every_mutation() -> None:
     ):
         with pytest.raises(TypeError, match="read-only"):
             mutate()
-    assert {"a": [1]} == frozen
+    assert frozen == {"a": [1]}

@@ -27,7 +27,7 @@ def test_every_module_declares_a_tuple_all() -> None:
             problems.append(f"{name}: __all__ is not sorted")
         else:
             problems.extend(f"{name}: {n} missing" for n in exported if not hasattr(module, n))
-    assert [] == problems
+    assert problems == []
 
 
 def test_contract_names_are_public() -> None:

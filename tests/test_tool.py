@@ -58,9 +58,11 @@ def test_a_tool_has_no_name() -> None:
 def test_no_input_means_an_empty_object() -> None:
     """A tool made without input takes no arguments: an empty, closed object."""
     made = pegboard.tool(description="First.", execute=first)
-    assert {"type": "object", "properties": {}, "additionalProperties": False} == dict(
-        made.input.json_schema
-    )
+    assert dict(made.input.json_schema) == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
     assert made.output is None
 
 
@@ -106,7 +108,7 @@ def test_content_items_validate_their_fields() -> None:
     with pytest.raises(ValueError, match="exactly one"):
         pegboard.EmbeddedResource(uri="file:///a", text="t", data=b"d")
     link = pegboard.ResourceLink(uri="file:///a.txt", name="a.txt", mime_type="text/plain")
-    assert "a.txt" == link.name
+    assert link.name == "a.txt"
 
 
 def test_progress_normalizes_content() -> None:
