@@ -7,10 +7,19 @@ from ._codec import AttrsCodec, Codec, SchemaCodec
 from ._config import ConfigError
 from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
 from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
+from ._filesystem import Filesystem, OutsideLocationError
 from ._host import Host
 from ._json import FrozenDict, FrozenList, thaw
 from ._location import Location
 from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
+from ._permissions import (
+    Approver,
+    PermissionRejected,
+    PermissionRequest,
+    PermissionRule,
+    Permissions,
+    Reject,
+)
 from ._pipeline import ExecuteEvent
 from ._plugins import PluginError, PluginInfo
 from ._registry import Registration, Tools, effective_name
@@ -20,6 +29,7 @@ from ._storage import ManagedStorage
 from ._tool import Progress, Tool, ToolContext, ToolDefinition, ToolResponse, tool
 
 __all__ = (
+    "Approver",
     "AttrsCodec",
     "Audio",
     "CallIdentity",
@@ -31,6 +41,7 @@ __all__ = (
     "EmbeddedResource",
     "ExecuteEvent",
     "Failed",
+    "Filesystem",
     "FrozenDict",
     "FrozenList",
     "Host",
@@ -40,11 +51,17 @@ __all__ = (
     "ManagedStorage",
     "Outcome",
     "OutputLimits",
+    "OutsideLocationError",
+    "PermissionRejected",
+    "PermissionRequest",
+    "PermissionRule",
+    "Permissions",
     "PluginError",
     "PluginInfo",
     "Progress",
     "Registration",
     "RegistrationError",
+    "Reject",
     "Request",
     "ResourceLink",
     "RetentionError",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -50,12 +50,14 @@ class Activation:
         info: LocationInfo,
         board: Board,
         *,
+        services: Mapping[str, Any],
         timeout: float,
         strict: bool,
     ) -> None:
         self._plugins = plugins
         self._info = info
         self._board = board
+        self._services = services
         self._timeout = timeout
         self._strict = strict
         self.active: list[ActivePlugin] = []
@@ -83,7 +85,7 @@ class Activation:
                 continue
             scope = Scope(f"plugin:{spec.name}")
             plugin = ActivePlugin(spec.name, scope, hooks)
-            services = Services(spec.name, trusted=spec.name in trusted)
+            services = Services(spec.name, trusted=spec.name in trusted, available=self._services)
             impl = hooks.get("activate_location")
             if impl is not None:
                 arguments = {

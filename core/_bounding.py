@@ -121,6 +121,8 @@ def preview_text(data: bytes, limits: OutputLimits, path: Path) -> str:
     newline_budget = limits.max_lines - 3
     head_end = _head_end(data, newline_budget - newline_budget // 2, byte_budget - byte_budget // 2)
     tail_start = _tail_start(data, newline_budget // 2, byte_budget // 2, head_end)
+    if 0 < head_end < tail_start and data[head_end - 1] != 0x0A and data[head_end] == 0x0A:
+        head_end += 1  # the head's own line end stands where a separator would
     omitted = data[head_end:tail_start]
     lines = omitted.count(b"\n") + (0 if omitted.endswith(b"\n") or not omitted else 1)
     head = data[:head_end].decode("utf-8")

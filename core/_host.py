@@ -14,7 +14,9 @@ import anyio.to_thread
 from ._activation import Activation
 from ._bounding import OutputLimits
 from ._config import ConfigError, LocationConfig, PluginSpec, plugin_specs
+from ._filesystem import Filesystem
 from ._location import Location
+from ._permissions import Approver, PermissionRule, Permissions, default_approvals_file
 from ._pipeline import Pipeline
 from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
@@ -76,6 +78,8 @@ class Host:
         trusted: Iterable[str] = (),
         limits: OutputLimits | None = None,
         storage: str | os.PathLike[str] | ManagedStorage | None = None,
+        permissions: Iterable[PermissionRule | Mapping[str, str]] = (),
+        approver: Approver | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
@@ -87,8 +91,10 @@ class Host:
         always may). ``limits`` bound each call's model content (default: the
         config file's ``[tool_output]``, else `OutputLimits()`), ``storage`` is
         where oversized output is retained, ``max_input_bytes`` bounds each
-        call's raw input. Closing tears plugins down in reverse order and
-        removes every registration made in the Location.
+        call's raw input. ``permissions`` is the ordered rule list
+        (``{"action", "resource", "effect"}``) and ``approver`` the async
+        callable asked when a rule says ``ask``. Closing tears plugins down in
+        reverse order and removes every registration made in the Location.
         """
         path = anyio.Path(root)
         if not await path.is_dir():
@@ -101,11 +107,25 @@ class Host:
         if not isinstance(storage, ManagedStorage):
             storage = ManagedStorage(storage)
         await storage.prune()
-        location = Location(resolved, self._board, Pipeline(limits, storage, max_input_bytes))
+        try:
+            rules = Permissions(
+                permissions, approver=approver, approvals_file=default_approvals_file(resolved)
+            )
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"permissions=: {error}") from None
+        filesystem = Filesystem(resolved, readable=[storage.directory])
+        location = Location(
+            resolved,
+            self._board,
+            Pipeline(limits, storage, max_input_bytes),
+            filesystem=filesystem,
+            permissions=rules,
+        )
         activation = Activation(
             self._plugins,
             LocationInfo(resolved),
             location._board,
+            services={"filesystem": filesystem, "permissions": rules},
             timeout=self.activation_timeout,
             strict=self.strict,
         )

@@ -8,6 +8,8 @@ import attrs
 
 from ._activation import Activation
 from ._bounding import OutputLimits
+from ._filesystem import Filesystem
+from ._permissions import Permissions
 from ._pipeline import Pipeline
 from ._plugins import PluginError
 from ._registry import Board, Scope, Tools
@@ -24,8 +26,20 @@ class Location:
     application tools. Open one with ``host.location(root)``.
     """
 
-    def __init__(self, root: Path, application: Board, pipeline: Pipeline) -> None:
+    def __init__(
+        self,
+        root: Path,
+        application: Board,
+        pipeline: Pipeline,
+        *,
+        filesystem: Filesystem,
+        permissions: Permissions,
+    ) -> None:
         self.root = root
+        #: The filesystem service, confined to ``root``.
+        self.filesystem = filesystem
+        #: The permission service: the host's rules, approver and saved approvals.
+        self.permissions = permissions
         self._board = Board()
         self._scope = Scope("location")
         #: Registers tools on this Location's board for as long as it is open.

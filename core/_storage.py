@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import re
 import secrets
@@ -17,6 +18,8 @@ import platformdirs
 from ._errors import RetentionError
 
 __all__ = ("ManagedStorage", "default_storage_directory")
+
+logger = logging.getLogger("pegboard")
 
 _PREFIX = "tool-output-"
 # Names carry a timestamp and a random token, nothing a tool or call can steer.
@@ -104,6 +107,10 @@ class ManagedStorage:
         try:
             entries = list(os.scandir(self.directory))
         except FileNotFoundError:
+            return 0
+        except OSError as error:
+            # Pruning is housekeeping; a save will report the real problem.
+            logger.warning("cannot prune managed storage %s: %s", self.directory, error)
             return 0
         for entry in entries:
             if not _NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):

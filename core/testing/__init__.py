@@ -1,0 +1,3 @@
+"""Tools for plugin authors to check their plugins keep pegboard's laws."""
+
+__all__ = ()
