@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
-import cattrs
-import jsonschema
-import jsonschema.exceptions
-import jsonschema_rs
 import orjson
 
 from ._converter import converter, json_type
 from ._errors import CodecError, SchemaError
 from ._json import find_problem, format_path, freeze
 from ._schema import check_schema, schema_for_attrs
+
+if TYPE_CHECKING:
+    import jsonschema
+    import jsonschema.exceptions
+
+# jsonschema, jsonschema-rs and cattrs are imported when the first codec is
+# built, not when pegboard is imported: a command that makes no tool stays fast.
 
 __all__ = ("AttrsCodec", "Codec", "SchemaCodec", "as_codec")
 
@@ -89,6 +92,9 @@ class _Validator:
     _slow: jsonschema.Draft202012Validator = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        import jsonschema
+        import jsonschema_rs
+
         try:
             self._fast = jsonschema_rs.Draft202012Validator(dict(self.schema), offline=True)
         except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as e:
@@ -108,6 +114,8 @@ class _Validator:
         problem = find_problem(value, max_depth=MAX_DEPTH)
         if problem is not None:
             return problem
+        import jsonschema.exceptions
+
         try:
             error = jsonschema.exceptions.best_match(self._slow.iter_errors(value))
         except RecursionError:
@@ -176,17 +184,21 @@ class AttrsCodec(Generic[T]):
     _validator: _Validator = attrs.field(init=False)
     _structure: Any = attrs.field(init=False)
     _unstructure: Any = attrs.field(init=False)
+    _failures: tuple[type[Exception], ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        import cattrs
+
         schema = schema_for_attrs(self.cls)
         check_schema(schema, where=f"schema of {self.cls.__qualname__}")
         self._validator = _Validator(schema)
         self._frozen = freeze(schema)
         try:
-            self._structure = converter.get_structure_hook(self.cls)
-            self._unstructure = converter.get_unstructure_hook(self.cls)
+            self._structure = converter().get_structure_hook(self.cls)
+            self._unstructure = converter().get_unstructure_hook(self.cls)
         except cattrs.StructureHandlerNotFoundError as error:
             raise SchemaError(f"cannot decode {self.cls.__qualname__}: {error}") from None
+        self._failures = (cattrs.BaseValidationError, ValueError, TypeError)
 
     @property
     def json_schema(self) -> Mapping[str, Any]:
@@ -198,7 +210,9 @@ class AttrsCodec(Generic[T]):
             raise invalid
         try:
             value: T = self._structure(raw, self.cls)
-        except (cattrs.BaseValidationError, ValueError, TypeError) as error:
+        except self._failures as error:
+            import cattrs
+
             raise CodecError("; ".join(cattrs.transform_error(error)), rule="decode") from None
         return value
 

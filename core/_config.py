@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,24 +31,27 @@ _PLUGIN = {
         },
     ]
 }
-_SCHEMA = SchemaCodec(
-    {
-        "type": "object",
-        "properties": {
-            "plugins": {"type": "array", "items": _PLUGIN},
-            "tool_output": {
-                "type": "object",
-                "properties": {
-                    "max_lines": {"type": "integer", "minimum": 8},
-                    "max_bytes": {"type": "integer", "minimum": 1024},
-                    "max_metadata_bytes": {"type": "integer", "minimum": 0},
-                },
-                "additionalProperties": False,
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "plugins": {"type": "array", "items": _PLUGIN},
+        "tool_output": {
+            "type": "object",
+            "properties": {
+                "max_lines": {"type": "integer", "minimum": 8},
+                "max_bytes": {"type": "integer", "minimum": 1024},
+                "max_metadata_bytes": {"type": "integer", "minimum": 0},
             },
+            "additionalProperties": False,
         },
-        "additionalProperties": False,
-    }
-)
+    },
+    "additionalProperties": False,
+}
+
+
+@functools.cache
+def _codec() -> SchemaCodec:
+    return SchemaCodec(_SCHEMA)
 
 
 class ConfigError(ValueError):
@@ -89,7 +93,7 @@ class LocationConfig:
                 "trust is granted by the host only (host.location(trusted=...))"
             )
         try:
-            _SCHEMA.decode(data)
+            _codec().decode(data)
         except CodecError as error:
             where = error.path.removeprefix("$").removeprefix(".") or "(top level)"
             raise ConfigError(f"{path}: {where}: {error.message}") from None

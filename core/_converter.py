@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
-import cattrs
-from cattrs.strategies import configure_union_passthrough
+if TYPE_CHECKING:
+    import cattrs
 
 __all__ = ("converter", "json_type")
 
@@ -57,7 +58,15 @@ def _strict_none(value: Any, _: type) -> None:
         raise TypeError(f"expected null, got {json_type(value)}")
 
 
-def _make_converter() -> cattrs.Converter:
+@functools.cache
+def converter() -> cattrs.Converter:
+    """The one cattrs converter: strict primitives, unknown keys rejected.
+
+    Built on first use, so importing pegboard stays cheap.
+    """
+    import cattrs
+    from cattrs.strategies import configure_union_passthrough
+
     made = cattrs.Converter(forbid_extra_keys=True)
     made.register_structure_hook(int, _strict_int)
     made.register_structure_hook(float, _strict_float)
@@ -66,7 +75,3 @@ def _make_converter() -> cattrs.Converter:
     made.register_structure_hook(type(None), _strict_none)
     configure_union_passthrough(int | float | str | bool | None, made)
     return made
-
-
-#: The one cattrs converter: strict primitives, unknown keys rejected.
-converter = _make_converter()

@@ -15,7 +15,6 @@ from typing import Any, Literal, TypeAlias
 import anyio
 import anyio.to_thread
 import attrs
-import platformdirs
 
 from ._errors import ToolFailure
 
@@ -103,6 +102,8 @@ def default_approvals_file(root: Path) -> Path:
 
     Outside the Location, so a repository can never ship its own approvals.
     """
+    import platformdirs  # imported on first use, like every optional cost
+
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:32]
     return platformdirs.user_data_path("pegboard") / "approvals" / f"{digest}.json"
 

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import enum
+import functools
 import types
 import typing
 from collections.abc import Mapping, MutableMapping, MutableSequence, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import jsonschema
-import jsonschema.exceptions
 
 from ._converter import converter
 from ._errors import SchemaError
+
+if TYPE_CHECKING:
+    import jsonschema
 from ._json import find_problem
 
 __all__ = ("check_schema", "schema_for_attrs")
@@ -43,8 +45,9 @@ def check_schema(schema: object, *, where: str) -> None:
     problem = find_problem(schema, max_depth=256)
     if problem is not None:
         raise SchemaError(f"{where} is not plain JSON: {problem}", path=problem.path)
-    validator = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(schema))
+    import jsonschema.exceptions
+
+    error = jsonschema.exceptions.best_match(_meta_validator().iter_errors(schema))
     if error is None:
         return
     keys = [str(part) for part in error.absolute_path]
@@ -56,6 +59,15 @@ def check_schema(schema: object, *, where: str) -> None:
         keyword=str(keyword),
         path=location,
     )
+
+
+@functools.cache
+def _meta_validator() -> jsonschema.Draft202012Validator:
+    # jsonschema is imported on first use: importing pegboard stays cheap.
+    import jsonschema
+
+    meta = jsonschema.Draft202012Validator.META_SCHEMA
+    return jsonschema.Draft202012Validator(meta)
 
 
 def schema_for_attrs(cls: type) -> dict[str, Any]:
@@ -181,5 +193,5 @@ def _json_default(default: Any) -> Any:
         if default.takes_self:
             return attrs.NOTHING
         default = default.factory()
-    value = converter.unstructure(default)
+    value = converter().unstructure(default)
     return value if find_problem(value, max_depth=64) is None else attrs.NOTHING

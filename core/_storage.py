@@ -13,7 +13,6 @@ from pathlib import Path
 
 import anyio.to_thread
 import attrs
-import platformdirs
 
 from ._errors import RetentionError
 
@@ -30,6 +29,8 @@ _FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 def default_storage_directory() -> Path:
     """The per-user data directory for managed output."""
+    import platformdirs  # only hosts that use the default directory pay for it
+
     return platformdirs.user_data_path("pegboard") / "tool-output"
 
 
