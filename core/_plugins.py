@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
-import importlib_metadata
 import pluggy
 
 from pegboard import hookspecs
@@ -86,6 +85,8 @@ class Plugins:
     def _scan(self) -> dict[str, _Entry]:
         if self._entries is not None:
             return self._entries
+        import importlib_metadata  # the scan happens once; so does this import
+
         entries = {
             BUILTIN: _Entry(
                 BUILTIN,
@@ -182,6 +183,8 @@ class Plugins:
 
 
 def _version(distribution: str) -> str | None:
+    import importlib_metadata
+
     try:
         return importlib_metadata.version(distribution)
     except importlib_metadata.PackageNotFoundError:

@@ -6,7 +6,6 @@ import datetime
 import logging
 import os
 import re
-import secrets
 import stat
 import time
 from pathlib import Path
@@ -83,6 +82,8 @@ class ManagedStorage:
 
     def _save(self, data: bytes) -> Path:
         self._ensure_directory()
+        import secrets  # deferred like every cost a host may never pay
+
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         path = self.directory / f"{_PREFIX}{stamp}-{secrets.token_hex(8)}.txt"
         try:

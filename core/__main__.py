@@ -1,0 +1,8 @@
+"""``python -m pegboard`` runs the pegboard command."""
+
+from ._cli import main
+
+__all__ = ("main",)
+
+if __name__ == "__main__":
+    main()

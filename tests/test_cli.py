@@ -1,0 +1,228 @@
+"""The pegboard command, run as a real subprocess against a temporary Location."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PLUGIN = """
+    import attrs
+    import pegboard
+
+    @attrs.frozen
+    class AddInput:
+        a: int
+        b: int
+
+    @pegboard.tool(description="Add two integers.\\nSecond line.", input=AddInput)
+    async def add(input, context):
+        return str(input.a + input.b)
+
+    @pegboard.tool(description="Print many lines.")
+    async def big(input, context):
+        return "".join(f"line {n}\\n" for n in range(5000))
+
+    def guarded(permissions):
+        @pegboard.tool(description="Needs approval.")
+        async def run(input, context):
+            request = pegboard.PermissionRequest(action="launch", resources=["rocket"])
+            await permissions.ask(request)
+            return "launched"
+        return run
+
+    @pegboard.hookimpl
+    def activate_location(tools, services):
+        found = {"add": add, "big": big}
+        if services.trusted:
+            found["launch"] = guarded(services.permissions)
+        tools.register(found)
+"""
+
+
+@pytest.fixture
+def environment(tmp_path: Path) -> dict[str, str]:
+    """A site directory with an installed test plugin (and a broken one) on PYTHONPATH."""
+    site = tmp_path / "site"
+    site.mkdir()
+    for name, source in [("clitest", PLUGIN), ("clibroken", "raise ImportError('no luck')\n")]:
+        (site / f"pegboard_{name}.py").write_text(textwrap.dedent(source))
+        info = site / f"{name}-0.3.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.3.0\n")
+        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = pegboard_{name}\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env.pop("PEGBOARD_STRICT", None)
+    return env
+
+
+@pytest.fixture
+def root(workspace: Path) -> Path:
+    (workspace / "pegboard.toml").write_text('plugins = ["clitest"]\n')
+    return workspace
+
+
+def pegboard(
+    env: dict[str, str], *arguments: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
+    assert command is not None, "the pegboard console script is installed beside python"
+    return subprocess.run(
+        [command, *arguments], capture_output=True, text=True, input=stdin, env=env, timeout=60
+    )
+
+
+def test_help_lists_the_commands(environment: dict[str, str]) -> None:
+    """--help works and names every command."""
+    result = pegboard(environment, "--help")
+    assert 0 == result.returncode
+    for command in ("plugins", "tools", "call", "check"):
+        assert command in result.stdout
+
+
+def test_python_dash_m_runs_the_same_command(environment: dict[str, str]) -> None:
+    """python -m pegboard is the same command."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pegboard", "--help"], capture_output=True, text=True
+    )
+    assert 0 == result.returncode
+    assert "call" in result.stdout
+
+
+def test_plugins_reports_distribution_version_and_load_state(
+    environment: dict[str, str],
+) -> None:
+    """plugins --json lists each installed plugin, and why a broken one does not load."""
+    result = pegboard(environment, "plugins", "--json")
+    assert 0 == result.returncode
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert ("clitest", "0.3.0", "loaded") == (
+        rows["clitest"]["distribution"],
+        rows["clitest"]["version"],
+        rows["clitest"]["state"],
+    )
+    assert "failed" == rows["clibroken"]["state"]
+    assert "ImportError: no luck" == rows["clibroken"]["error"]
+    table = pegboard(environment, "plugins")
+    assert "no luck" in table.stdout
+
+
+def test_tools_prints_names_and_descriptions(environment: dict[str, str], root: Path) -> None:
+    """tools lists each advertised name with the first line of its description."""
+    result = pegboard(environment, "tools", "--location", str(root))
+    assert 0 == result.returncode
+    assert ["add  Add two integers.", "big  Print many lines."] == result.stdout.splitlines()
+
+
+def test_tools_json_round_trips_the_definitions(environment: dict[str, str], root: Path) -> None:
+    """tools --json gives names, descriptions and both JSON Schemas."""
+    result = pegboard(environment, "tools", "--location", str(root), "--json")
+    definitions = {row["name"]: row for row in json.loads(result.stdout)}
+    assert ["a", "b"] == definitions["add"]["input_schema"]["required"]
+    assert definitions["add"]["output_schema"] is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "stdin"),
+    [(['{"a": 2, "b": 40}'], ""), (["a=2", "b=40"], ""), (["-"], '{"a": 2, "b": 40}')],
+    ids=["json", "pairs", "stdin"],
+)
+def test_call_completes_with_exit_code_zero(
+    environment: dict[str, str], root: Path, arguments: list[str], stdin: str
+) -> None:
+    """call takes JSON text, key=value pairs or standard input."""
+    result = pegboard(environment, "call", "add", *arguments, "-l", str(root), stdin=stdin)
+    assert (0, "42\n") == (result.returncode, result.stdout)
+
+
+def test_call_failures_exit_with_one(environment: dict[str, str], root: Path) -> None:
+    """A model-visible failure prints its kind and message and exits 1."""
+    invalid = pegboard(environment, "call", "add", "a=x", "b=1", "-l", str(root))
+    assert 1 == invalid.returncode
+    assert invalid.stdout.startswith("failed (invalid_input): invalid input for tool 'add': $.a")
+    unknown = pegboard(environment, "call", "nope", "-l", str(root))
+    assert 1 == unknown.returncode
+    assert "unknown_tool" in unknown.stdout
+
+
+def test_call_json_output_parses(environment: dict[str, str], root: Path) -> None:
+    """call --json prints the outcome for scripts."""
+    result = pegboard(environment, "call", "add", "a=1", "b=1", "-l", str(root), "--json")
+    assert {"status": "completed", "content": [{"type": "text", "text": "2"}]}.items() <= (
+        json.loads(result.stdout).items()
+    )
+
+
+def test_call_says_where_oversized_output_went(environment: dict[str, str], root: Path) -> None:
+    """A bounded result names the managed file holding the whole output."""
+    result = pegboard(environment, "call", "big", "-l", str(root))
+    assert 0 == result.returncode
+    saved = result.stdout.splitlines()[-1].removeprefix("full output saved to ")
+    assert "line 4999\n" in Path(saved).read_text()
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "message"),
+    [
+        ([], 3, "needs approval and this host has no approver"),
+        (["--no"], 1, "rejected on the command line"),
+        (["--yes"], 0, "launched"),
+    ],
+)
+def test_ask_permissions_without_a_terminal(
+    environment: dict[str, str], root: Path, flags: list[str], code: int, message: str
+) -> None:
+    """Without a terminal, ask rejects unless --yes approves; --no rejects with feedback."""
+    result = pegboard(environment, "call", "launch", "-l", str(root), "--trust", "clitest", *flags)
+    assert code == result.returncode
+    assert message in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["call"], "the following arguments are required: TOOL"),
+        (["call", "add", "oops", "-l", "."], "cannot read input 'oops'"),
+        (["tools", "-l", "/nonexistent/pegboard"], "must be a directory"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_usage_errors_are_plain_lines_with_exit_code_two(
+    environment: dict[str, str], arguments: list[str], message: str
+) -> None:
+    """Usage mistakes print a short error, never a traceback, and exit 2."""
+    result = pegboard(environment, *arguments)
+    assert 2 == result.returncode
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 3
+
+
+def test_bad_config_is_a_usage_error_and_debug_shows_the_traceback(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """A broken pegboard.toml is one plain line; --debug adds the traceback."""
+    (workspace / "pegboard.toml").write_text("plugins = [\n")
+    plain = pegboard(environment, "tools", "-l", str(workspace))
+    assert 2 == plain.returncode
+    assert "pegboard.toml: not valid TOML" in plain.stderr
+    assert "Traceback" not in plain.stderr
+    debug = pegboard(environment, "--debug", "tools", "-l", str(workspace))
+    assert "Traceback" in debug.stderr
+
+
+def test_plugin_failures_are_warned_about(environment: dict[str, str], workspace: Path) -> None:
+    """A plugin that fails in a Location is shown, and the other plugins still work."""
+    (workspace / "pegboard.toml").write_text('plugins = ["clibroken", "clitest"]\n')
+    result = pegboard(environment, "tools", "-l", str(workspace))
+    assert 0 == result.returncode
+    assert "plugin 'clibroken' failed (import): ImportError: no luck" in result.stderr
+    assert "add" in result.stdout
