@@ -226,3 +226,25 @@ def test_plugin_failures_are_warned_about(environment: dict[str, str], workspace
     assert 0 == result.returncode
     assert "plugin 'clibroken' failed (import): ImportError: no luck" in result.stderr
     assert "add" in result.stdout
+
+
+def test_every_option_is_documented() -> None:
+    """docs/cli.md has a section per command naming each of its options."""
+    import argparse
+
+    from pegboard._cli import _parser
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    parser = _parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = []
+    for name, command in commands.choices.items():
+        section = text.split(f"## `pegboard {name}", 1)
+        if len(section) != 2:
+            missing.append(name)
+            continue
+        body = section[1].split("\n## ", 1)[0]
+        for action in command._actions:
+            missing += [f"{name} {option}" for option in action.option_strings
+                        if option not in ("-h", "--help") and f"`{option}" not in body]  # fmt: skip
+    assert [] == missing
