@@ -45,7 +45,8 @@ _SCHEMA = {
             "additionalProperties": False,
         },
     },
-    "additionalProperties": False,
+    # Any other table holds the options of the plugin it is named after.
+    "additionalProperties": {"type": "object"},
 }
 
 
@@ -72,6 +73,9 @@ class LocationConfig:
 
     plugins: tuple[PluginSpec, ...] | None = None
     tool_output: Mapping[str, int] = attrs.field(factory=dict)
+    #: Tables named after plugins: ``[tabular]`` holds the options of ``tabular``.
+    options: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    path: Path | None = None
 
     @classmethod
     def read(cls, root: Path) -> LocationConfig:
@@ -101,6 +105,10 @@ class LocationConfig:
         return cls(
             plugins=None if plugins is None else plugin_specs(plugins, source=str(path)),
             tool_output=data.get("tool_output", {}),
+            options={
+                key: value for key, value in data.items() if key not in ("plugins", "tool_output")
+            },
+            path=path,
         )
 
 

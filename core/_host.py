@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import attrs
 
 from ._activation import Activation
 from ._bounding import OutputLimits
@@ -145,13 +146,25 @@ class Host:
         config: LocationConfig,
         root: Path,
     ) -> tuple[PluginSpec, ...]:
+        installed = self._plugins.names()
+        for table in config.options:
+            if table not in installed:
+                raise ConfigError(
+                    f"{config.path}: [{table}] is neither a pegboard setting nor the options "
+                    f"of an installed plugin; settings: plugins, tool_output; "
+                    f"installed plugins: {', '.join(installed)}"
+                )
         if plugins is not None:
             specs, source = plugin_specs(plugins, source="plugins="), "the host's plugins="
         elif config.plugins is not None:
             specs, source = config.plugins, str(root / "pegboard.toml")
         else:
-            return (PluginSpec(BUILTIN),)
-        installed = self._plugins.names()
+            specs, source = (PluginSpec(BUILTIN),), "default"
+        # A [name] table gives options; options the host or plugin list names win.
+        specs = tuple(
+            attrs.evolve(spec, options={**config.options.get(spec.name, {}), **spec.options})
+            for spec in specs
+        )
         for spec in specs:
             if spec.name not in installed:
                 raise ConfigError(

@@ -37,6 +37,20 @@ async def test_config_enables_plugins_with_options_and_sets_limits(
         assert pegboard.OutputLimits(max_lines=500, max_bytes=20000) == location.limits
 
 
+async def test_a_table_named_after_a_plugin_holds_its_options(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """[notes] gives options to the notes plugin; options in the plugin list win."""
+    plugin = Remember()
+    host.add_plugin("notes", plugin)
+    (workspace / "pegboard.toml").write_text(
+        'plugins = [{name = "notes", options = {depth = 2}}]\n[notes]\ndepth = 1\nwidth = 3\n'
+    )
+    async with host.location(workspace, storage=storage_dir):
+        pass
+    assert [{"depth": 2, "width": 3}] == plugin.options
+
+
 async def test_host_arguments_take_precedence_over_the_config(
     host: pegboard.Host, workspace: Path, storage_dir: Path
 ) -> None:
@@ -62,7 +76,8 @@ async def test_host_arguments_take_precedence_over_the_config(
         ("[tool_output]\nmax_line = 3", "unexpected property 'max_line'"),
         ("[tool_output]\nmax_bytes = 10", "tool_output.max_bytes: 10 is less than"),
         ('trusted = ["notes"]', "cannot grant trust"),
-        ("colour = 'blue'", "unexpected property 'colour'"),
+        ("colour = 'blue'", "colour: expected object"),
+        ("[colour]\nshade = 'blue'", "[colour] is neither a pegboard setting"),
     ],
 )
 async def test_bad_config_is_a_clear_error_naming_file_and_key(
