@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio.to_thread
 import attrs
 
 from ._content import ContentItem, Text
@@ -89,9 +90,10 @@ async def bound_content(
     """
     if fits(content, limits):
         return Bounded(content)
-    data = "\n".join(item.text for item in content if type(item) is Text).encode("utf-8")
-    path = await storage.save(data)
-    preview: Text | None = Text(preview_text(data, limits, path))
+    texts = [item.text for item in content if type(item) is Text]
+    # Encoding, writing and cutting megabytes happen off the event loop.
+    path, text = await anyio.to_thread.run_sync(_retain, texts, limits, storage)
+    preview: Text | None = Text(text)
     bounded: list[ContentItem] = []
     for item in content:
         if type(item) is not Text:
@@ -100,6 +102,12 @@ async def bound_content(
             bounded.append(preview)
             preview = None
     return Bounded(tuple(bounded), (path,))
+
+
+def _retain(texts: list[str], limits: OutputLimits, storage: ManagedStorage) -> tuple[Path, str]:
+    data = "\n".join(texts).encode("utf-8")
+    path = storage.save_sync(data)
+    return path, preview_text(data, limits, path)
 
 
 def _marker(omitted_lines: int, omitted_bytes: int, path: Path) -> str:
@@ -115,7 +123,8 @@ def preview_text(data: bytes, limits: OutputLimits, path: Path) -> str:
     The marker sits on its own line between the head and the tail. Cuts prefer
     line boundaries when one is near.
     """
-    widest = _marker(data.count(b"\n") + 1, len(data), path).encode("utf-8")
+    newlines = data.count(b"\n")  # the one pass over the whole text
+    widest = _marker(newlines + 1, len(data), path).encode("utf-8")
     # Two separators around the marker; the marker itself is one line.
     byte_budget = max(limits.max_bytes - len(widest) - 2, 0)
     newline_budget = limits.max_lines - 3
@@ -123,12 +132,14 @@ def preview_text(data: bytes, limits: OutputLimits, path: Path) -> str:
     tail_start = _tail_start(data, newline_budget // 2, byte_budget // 2, head_end)
     if 0 < head_end < tail_start and data[head_end - 1] != 0x0A and data[head_end] == 0x0A:
         head_end += 1  # the head's own line end stands where a separator would
-    omitted = data[head_end:tail_start]
-    lines = omitted.count(b"\n") + (0 if omitted.endswith(b"\n") or not omitted else 1)
     head = data[:head_end].decode("utf-8")
     tail = data[tail_start:].decode("utf-8")
+    omitted_bytes = tail_start - head_end
+    lines = newlines - head.count("\n") - tail.count("\n")
+    if omitted_bytes and data[tail_start - 1] != 0x0A:
+        lines += 1  # a last omitted line without its newline still counts
     separator = "" if not head or head.endswith("\n") else "\n"
-    return f"{head}{separator}{_marker(lines, len(omitted), path)}\n{tail}"
+    return f"{head}{separator}{_marker(lines, omitted_bytes, path)}\n{tail}"
 
 
 def _head_end(data: bytes, newlines: int, budget: int) -> int:

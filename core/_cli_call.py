@@ -26,8 +26,8 @@ class RecordingStorage(ManagedStorage):
 
     saved: list[Path] = attrs.field(factory=list, eq=False, repr=False)
 
-    async def save(self, data: bytes) -> Path:
-        path = await super().save(data)
+    def save_sync(self, data: bytes) -> Path:
+        path = super().save_sync(data)
         self.saved.append(path)
         return path
 

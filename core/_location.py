@@ -84,7 +84,8 @@ class Location:
         versions = tuple(board.version for board in self._boards)
         if self._snapshot is None or self._snapshot[0] != versions:
             # Rebuilt only when a board changed; otherwise requests share it.
-            self._snapshot = (versions, Snapshot.of(self._boards))
+            previous = None if self._snapshot is None else self._snapshot[1]
+            self._snapshot = (versions, Snapshot.of(self._boards, previous))
         snapshot = self._snapshot[1]
         definitions = None
         if self._activation is not None and self._activation.prepare_hooks():

@@ -26,21 +26,28 @@ class Snapshot:
     definitions: tuple[ToolDefinition, ...]
 
     @classmethod
-    def of(cls, boards: Iterable[Board]) -> Snapshot:
-        """Merge ``boards``; a later board's winners take precedence."""
+    def of(cls, boards: Iterable[Board], previous: Snapshot | None = None) -> Snapshot:
+        """Merge ``boards``; a later board's winners take precedence.
+
+        Definitions of unchanged names are reused from ``previous``.
+        """
         merged: dict[str, Tool] = {}
         for board in boards:
             merged.update(board.winners())
         names = sorted(merged)
-        return cls(
-            {name: merged[name] for name in names},
-            tuple(_definition(name, merged[name]) for name in names),
-        )
+        reuse = {} if previous is None else previous._by_name()
+        definitions = []
+        for name in names:
+            tool = merged[name]
+            known = reuse.get(name)
+            if known is None or previous is None or previous.tools[name] is not tool:
+                output = None if tool.output is None else tool.output.json_schema
+                known = ToolDefinition(name, tool.description, tool.input.json_schema, output)
+            definitions.append(known)
+        return cls({name: merged[name] for name in names}, tuple(definitions))
 
-
-def _definition(name: str, tool: Tool) -> ToolDefinition:
-    output = None if tool.output is None else tool.output.json_schema
-    return ToolDefinition(name, tool.description, tool.input.json_schema, output)
+    def _by_name(self) -> dict[str, ToolDefinition]:
+        return {definition.name: definition for definition in self.definitions}
 
 
 class Request:
@@ -64,9 +71,13 @@ class Request:
         self._tools = snapshot.tools
         self.final_step = final_step
         #: The inert definitions to send to the provider, in a stable order.
-        self.definitions = snapshot.definitions if definitions is None else definitions
-        kept = {definition.name for definition in self.definitions}
-        self._withdrawn = frozenset(name for name in snapshot.tools if name not in kept)
+        if definitions is None:
+            self.definitions = snapshot.definitions
+            self._withdrawn: frozenset[str] = frozenset()
+        else:
+            self.definitions = definitions
+            kept = {definition.name for definition in definitions}
+            self._withdrawn = frozenset(name for name in snapshot.tools if name not in kept)
 
     @property
     def tool_choice(self) -> Literal["auto", "none"]:

@@ -57,7 +57,7 @@ class ManagedStorage:
 
     async def save(self, data: bytes) -> Path:
         """Write ``data`` to a new file and return its path; `RetentionError` if not whole."""
-        return await anyio.to_thread.run_sync(self._save, data)
+        return await anyio.to_thread.run_sync(self.save_sync, data)
 
     async def prune(self) -> int:
         """Delete retained files older than ``retention``; return how many went."""
@@ -80,7 +80,8 @@ class ManagedStorage:
         if stat.S_IMODE(info.st_mode) & 0o077:
             self.directory.chmod(0o700)
 
-    def _save(self, data: bytes) -> Path:
+    def save_sync(self, data: bytes) -> Path:
+        """`save`, blocking: for code already running in a worker thread."""
         self._ensure_directory()
         import secrets  # deferred like every cost a host may never pay
 
