@@ -69,6 +69,11 @@ def check_text(content: tuple[ContentItem, ...]) -> None:
 
 def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
     """Whether the text in ``content`` is within both limits (no I/O)."""
+    if len(content) == 1 and type(content[0]) is Text:
+        # The common case, kept cheap: one ASCII text measures in O(1).
+        only = content[0].text
+        if only.isascii() and len(only) <= limits.max_bytes:
+            return only.count("\n") < limits.max_lines
     texts = [item.text for item in content if type(item) is Text]
     if not texts:
         return True

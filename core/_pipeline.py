@@ -156,7 +156,8 @@ class Pipeline:
                     "non-empty content",
                     rule="content",
                 )
-            content = (Text(output if isinstance(output, str) and output else dumps(output)),)
+            text = output if isinstance(output, str) and output else dumps(output)
+            content = (Text(text),)
         check_text(content)
         metadata = self.metadata(response.metadata, name, identity)
         return Completed(output, content, metadata, call=identity)
