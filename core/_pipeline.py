@@ -18,7 +18,7 @@ from ._errors import CodecError, ToolFailure
 from ._json import dumps, find_problem, iter_strings, loads
 from ._outcome import CallIdentity, Completed, ErrorKind, Failed, Outcome, ToolCall, ToolError
 from ._storage import ManagedStorage
-from ._tool import Progress, Tool, ToolContext, ToolResponse
+from ._tool import RECORDER, ProgressRecorder, Tool, ToolResponse
 
 __all__ = ("AfterHook", "ExecuteEvent", "Pipeline")
 
@@ -41,23 +41,6 @@ class ExecuteEvent:
 AfterHook = Callable[[ExecuteEvent], Awaitable[Outcome | None]]
 
 
-class _Recorder:
-    """Forwards progress to the runner and keeps the last content snapshot."""
-
-    __slots__ = ("forward", "last")
-
-    def __init__(self, forward: Callable[[Progress], Awaitable[None]]) -> None:
-        self.forward = forward
-        self.last: tuple[ContentItem, ...] = ()
-
-    async def report(self, progress: Progress) -> None:
-        if not isinstance(progress, Progress):
-            raise TypeError(f"progress() takes a pegboard.Progress, got {type(progress).__name__}")
-        if progress.content:
-            self.last = progress.content
-        await self.forward(progress)
-
-
 @attrs.frozen
 class Pipeline:
     """A Location's settings for settling calls, shared by all its requests."""
@@ -75,22 +58,22 @@ class Pipeline:
             return await self.fail(
                 identity, name, "invalid_input", f"invalid input for tool {name!r}: {_why(error)}"
             )
-        runner = call.context
-        recorder = _Recorder(runner.progress)
-        context = ToolContext(
-            session_id=runner.session_id,
-            agent=runner.agent,
-            message_id=runner.message_id,
-            call_id=runner.call_id,
-            progress=recorder.report,
-        )
+        # The tool gets the runner's own context; its progress is recorded here.
+        context = call.context
+        recorder = ProgressRecorder(context)
+        token = RECORDER.set(recorder)
+        failure: ToolFailure | None = None
         # No broad except here: cancellation and defects propagate unchanged.
         try:
             if tool.is_async:
                 result = await tool.execute(value, context)
             else:
                 result = await anyio.to_thread.run_sync(tool.execute, value, context)
-        except ToolFailure as failure:
+        except ToolFailure as caught:
+            failure = caught
+        finally:
+            RECORDER.reset(token)
+        if failure is not None:
             return await self.fail(
                 identity,
                 name,

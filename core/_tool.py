@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar, overload
@@ -41,22 +42,50 @@ async def _ignore_progress(_: Progress) -> None:
     return None
 
 
+class ProgressRecorder:
+    """Keeps the last progress content one call reported, for its partial snapshot."""
+
+    __slots__ = ("context", "last")
+
+    def __init__(self, context: ToolContext) -> None:
+        self.context = context
+        self.last: tuple[ContentItem, ...] = ()
+
+
+#: The recorder of the call whose tool is running in this context. A context
+#: variable, so the tool gets the runner's own ToolContext, and nested calls
+#: (a tool running another request) each record their own progress.
+RECORDER: contextvars.ContextVar[ProgressRecorder | None] = contextvars.ContextVar(
+    "pegboard_progress", default=None
+)
+
+
 @attrs.frozen(kw_only=True)
 class ToolContext:
     """The identity the runner supplies for one call, and where progress goes.
 
     ``message_id`` is the durable ID of the assistant message that holds the
     call and ``call_id`` the same invocation ID durable events use; pegboard
-    never infers either. ``await context.progress(Progress(...))`` reports progress.
+    never infers either. The runner passes its progress callback as
+    ``progress=``; a tool reports with ``await context.progress(Progress(...))``.
     """
 
     session_id: str
     agent: str
     message_id: str
     call_id: str
-    progress: Callable[[Progress], Awaitable[None]] = attrs.field(
-        default=_ignore_progress, repr=False, eq=False
+    _forward: Callable[[Progress], Awaitable[None]] = attrs.field(
+        default=_ignore_progress, alias="progress", repr=False, eq=False
     )
+
+    async def progress(self, update: Progress) -> None:
+        """Report progress to the runner; the content becomes the call's latest snapshot."""
+        if not isinstance(update, Progress):
+            raise TypeError(f"progress() takes a pegboard.Progress, got {type(update).__name__}")
+        recorder = RECORDER.get()
+        if recorder is not None and recorder.context is self and update.content:
+            recorder.last = update.content
+        await self._forward(update)
 
 
 @attrs.frozen(kw_only=True)

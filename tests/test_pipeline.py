@@ -547,3 +547,82 @@ async def test_input_limit_is_per_location(
     assert isinstance(outcome, pegboard.Failed)
     assert "over the 100-byte limit; the largest field is $.content" in outcome.error.message
     assert spy.inputs == []
+
+
+async def test_the_tool_gets_the_runners_own_context(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The context a tool sees is the very object the runner supplied."""
+    seen: list[pegboard.ToolContext] = []
+
+    @pegboard.tool(description="Who.")
+    async def who(input: Any, ctx: pegboard.ToolContext) -> str:
+        seen.append(ctx)
+        return "me"
+
+    location.tools.register({"who": who})
+    runner = context()
+    await call(location, "who", "{}", runner)
+    assert [runner] == seen
+    assert seen[0] is runner
+
+
+async def test_a_sync_tool_reports_progress_from_its_thread(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A plain function reports progress through anyio.from_thread; it becomes the partial."""
+    received: list[str | None] = []
+
+    async def forward(progress: pegboard.Progress) -> None:
+        received.append(progress.message)
+
+    @pegboard.tool(description="Blocking.")
+    def blocking(input: Any, ctx: pegboard.ToolContext) -> str:
+        anyio.from_thread.run(ctx.progress, pegboard.Progress(message="half", content="50%"))
+        raise pegboard.ToolFailure("gave up")
+
+    location.tools.register({"blocking": blocking})
+    outcome = await call(location, "blocking", "{}", context(progress=forward))
+    assert ["half"] == received
+    assert (pegboard.Text("50%"),) == outcome.partial  # type: ignore[union-attr]
+
+
+async def test_nested_calls_record_their_own_progress(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A tool running another request keeps its own partial snapshot; so does the inner call."""
+
+    @pegboard.tool(description="Inner.")
+    async def inner(input: Any, ctx: pegboard.ToolContext) -> str:
+        await ctx.progress(pegboard.Progress(content="inner partial"))
+        raise pegboard.ToolFailure("inner failed")
+
+    @pegboard.tool(description="Outer.")
+    async def outer(input: Any, ctx: pegboard.ToolContext) -> str:
+        await ctx.progress(pegboard.Progress(content="outer partial"))
+        nested = await location.prepare().execute(
+            pegboard.ToolCall("inner", "{}", context("inner-call"))
+        )
+        assert (pegboard.Text("inner partial"),) == nested.partial  # type: ignore[union-attr]
+        await ctx.progress(pegboard.Progress(message="no new content"))
+        raise pegboard.ToolFailure("outer failed")
+
+    location.tools.register({"inner": inner, "outer": outer})
+    outcome = await call(location, "outer", "{}", context("outer-call"))
+    assert (pegboard.Text("outer partial"),) == outcome.partial  # type: ignore[union-attr]
+    assert pegboard._tool.RECORDER.get() is None
+
+
+async def test_progress_takes_only_progress_values(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Reporting something that is not a Progress is a defect in the tool, raised as such."""
+
+    @pegboard.tool(description="Sloppy.")
+    async def sloppy(input: Any, ctx: pegboard.ToolContext) -> str:
+        await ctx.progress("half way")  # type: ignore[arg-type]
+        return "never"
+
+    location.tools.register({"sloppy": sloppy})
+    with pytest.raises(TypeError, match=r"takes a pegboard\.Progress"):
+        await call(location, "sloppy", "{}", context())
