@@ -140,7 +140,9 @@ def loads(text: str | bytes, *, max_depth: int) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as error:
         _explain_bad_json(text, error, max_depth)
-    if not isinstance(text, str) or text.count("{") + text.count("[") > max_depth:
+    if len(text) > max_depth and (
+        not isinstance(text, str) or text.count("{") + text.count("[") > max_depth
+    ):
         # Bracket count bounds the depth from above; only a text that could be
         # too deep pays for the walk.
         problem = find_problem(value, max_depth=max_depth)
