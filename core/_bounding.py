@@ -54,16 +54,24 @@ def _utf8_size(text: str) -> int:
     try:
         return len(text.encode("utf-8"))
     except UnicodeEncodeError as error:
-        raise InvalidText(
-            f"content text holds a lone UTF-16 surrogate at index {error.start}; "
-            "decode bytes with errors='replace' before returning them"
-        ) from None
+        raise _lone_surrogate(error) from None
 
 
-def check_text(content: tuple[ContentItem, ...]) -> None:
-    """Raise `InvalidText` if any text item cannot be written as UTF-8."""
+def _lone_surrogate(error: UnicodeEncodeError) -> InvalidText:
+    return InvalidText(
+        f"content text holds a lone UTF-16 surrogate at index {error.start}; "
+        "decode bytes with errors='replace' before returning them"
+    )
+
+
+def check_text(content: tuple[ContentItem, ...], limits: OutputLimits) -> None:
+    """Raise `InvalidText` if a text item that fits cannot be written as UTF-8.
+
+    Longer text is checked by the one encode that retains it: encoding
+    megabytes only to measure them is work done twice.
+    """
     for item in content:
-        if type(item) is Text:
+        if type(item) is Text and len(item.text) <= limits.max_bytes:
             _utf8_size(item.text)
 
 
@@ -77,6 +85,9 @@ def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
     texts = [item.text for item in content if type(item) is Text]
     if not texts:
         return True
+    # UTF-8 takes at least a byte per character: long text is oversized unencoded.
+    if sum(map(len, texts)) + len(texts) - 1 > limits.max_bytes:
+        return False
     size = sum(map(_utf8_size, texts)) + len(texts) - 1
     if size > limits.max_bytes:
         return False
@@ -110,7 +121,10 @@ async def bound_content(
 
 
 def _retain(texts: list[str], limits: OutputLimits, storage: ManagedStorage) -> tuple[Path, str]:
-    data = "\n".join(texts).encode("utf-8")
+    try:
+        data = "\n".join(texts).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise _lone_surrogate(error) from None
     path = storage.save_sync(data)
     return path, preview_text(data, limits, path)
 

@@ -67,7 +67,9 @@ def converter() -> cattrs.Converter:
     import cattrs
     from cattrs.strategies import configure_union_passthrough
 
-    made = cattrs.Converter(forbid_extra_keys=True)
+    # Values reach cattrs already validated against the schema, which explains
+    # failures; detailed validation would only slow the common path.
+    made = cattrs.Converter(forbid_extra_keys=True, detailed_validation=False)
     made.register_structure_hook(int, _strict_int)
     made.register_structure_hook(float, _strict_float)
     made.register_structure_hook(str, _strict_str)

@@ -82,10 +82,18 @@ class Pipeline:
                 metadata=failure.metadata,
                 partial=recorder.last,
             )
-        if not isinstance(result, ToolResponse):
-            result = ToolResponse(output=result) if tool.output else ToolResponse(content=result)
+        if isinstance(result, ToolResponse):
+            output, content, metadata = result.output, result.content, result.metadata
+        elif tool.output is not None:
+            output, content, metadata = result, None, None  # a bare output value
+        else:
+            output, content, metadata = None, result, None  # bare content
         try:
-            outcome = self.complete(tool, result, identity, name)
+            outcome = self.complete(tool, output, content, metadata, identity, name)
+            if not self.after_hooks and fits(outcome.content, self.limits):
+                return outcome  # nothing to bound, nobody to tell: skip the general path
+            # Text too large to measure cheaply is checked for UTF-8 as it is bounded.
+            bounded, managed = await self.bound(outcome)
         except ValueError as error:
             return await self.fail(
                 identity,
@@ -94,9 +102,7 @@ class Pipeline:
                 f"invalid output from tool {name!r}: {_why(error)}",
                 partial=recorder.last,
             )
-        if not self.after_hooks and fits(outcome.content, self.limits):
-            return outcome  # nothing to bound, nobody to tell: skip the general path
-        return await self.publish(outcome, name)
+        return await self.after(bounded, managed, name)
 
     def read_input(self, raw: object) -> Any:
         """Raw provider input as plain JSON within the size and depth limits."""
@@ -119,24 +125,30 @@ class Pipeline:
         raise CodecError(f"expected JSON text or a mapping, got {type(raw).__name__}", rule="type")
 
     def complete(
-        self, tool: Tool, response: ToolResponse[Any], identity: CallIdentity, name: str
+        self,
+        tool: Tool,
+        returned: object,
+        content: object,
+        metadata: object,
+        identity: CallIdentity,
+        name: str,
     ) -> Completed:
         """Steps 4 and 5: encode the output and normalize the content."""
         output = None
         if tool.output is not None:
-            if response.output is None:
+            if returned is None:
                 raise CodecError("the tool declares an output but returned none", rule="output")
-            output = tool.output.encode(response.output)
-        elif response.output is not None:
+            output = tool.output.encode(returned)
+        elif returned is not None:
             raise CodecError(
                 "the tool returned an output but declares none; pass output= to pegboard.tool",
                 rule="output",
             )
         try:
-            content = () if response.content is None else normalize_content(response.content)
+            items = () if content is None else normalize_content(content)
         except TypeError as error:
             raise CodecError(str(error), rule="content") from None
-        if not content:
+        if not items:
             if tool.output is None:
                 raise CodecError(
                     "the tool returned no content; a tool without output must return "
@@ -144,12 +156,10 @@ class Pipeline:
                     rule="content",
                 )
             text = output if isinstance(output, str) and output else dumps(output)
-            content = (Text(text),)
-        check_text(content)
-        metadata = None
-        if response.metadata is not None:
-            metadata = self.metadata(response.metadata, name, identity)
-        return Completed(output, content, metadata, call=identity)
+            items = (Text(text),)
+        check_text(items, self.limits)
+        kept = None if metadata is None else self.metadata(metadata, name, identity)
+        return Completed(output, items, kept, call=identity)
 
     def metadata(
         self, value: object, name: str, identity: CallIdentity
@@ -188,9 +198,13 @@ class Pipeline:
 
     async def publish(self, outcome: Outcome, name: str) -> Outcome:
         """Steps 6 to 8: bound, run ``execute_after`` hooks, bound their replacements."""
+        bounded, managed = await self.bound(outcome)
+        return await self.after(bounded, managed, name)
+
+    async def after(self, outcome: Outcome, managed: tuple[Path, ...], name: str) -> Outcome:
+        """Steps 7 and 8 for a bounded outcome: hooks in order, each replacement bounded."""
         call = outcome.call
         assert call is not None
-        outcome, managed = await self.bound(outcome)
         for hook in self.after_hooks:
             replacement = await hook(ExecuteEvent(call, name, outcome, managed))
             if replacement is not None:
@@ -201,7 +215,7 @@ class Pipeline:
         """A hook's replacement in canonical form, carrying the runner's identity."""
         if isinstance(outcome, Completed):
             content = normalize_content(outcome.content)
-            check_text(content)
+            check_text(content, self.limits)
             if not content:
                 raise ValueError(
                     f"an execute_after hook replaced the outcome of {name!r} with a "
