@@ -22,7 +22,7 @@ def _at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], object], 
     return check
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class OutputLimits:
     """How much model content one call may publish.
 

@@ -24,7 +24,7 @@ __all__ = (
 O = TypeVar("O")  # noqa: E741 - reads as "output"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class Progress:
     """A progress report; ``content`` is a snapshot of the partial output so far.
 
@@ -60,7 +60,7 @@ RECORDER: contextvars.ContextVar[ProgressRecorder | None] = contextvars.ContextV
 )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class ToolContext:
     """The identity the runner supplies for one call, and where progress goes.
 
@@ -88,7 +88,7 @@ class ToolContext:
         await self._forward(update)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class ToolResponse(Generic[O]):
     """What ``execute`` returns; every part is optional.
 

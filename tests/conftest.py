@@ -44,7 +44,7 @@ def workspace(tmp_path: Path) -> Path:
 async def location(
     host: pegboard.Host, workspace: Path, storage_dir: Path
 ) -> AsyncIterator[pegboard.Location]:
-    async with host.location(workspace, storage=storage_dir) as opened:
+    async with host.location(workspace, plugins=[], storage=storage_dir) as opened:
         yield opened
 
 

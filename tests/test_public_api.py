@@ -39,3 +39,25 @@ def test_contract_names_are_public() -> None:
         "ToolCall", "Completed", "Failed", "ToolError", "RetentionError", "Request",
     }  # fmt: skip
     assert set() == contract - set(pegboard.__all__)
+
+
+def test_contract_constructors_take_the_contracts_argument_order() -> None:
+    """Values the contract writes positionally can be built positionally."""
+
+    async def report(progress: pegboard.Progress) -> None:
+        pass
+
+    context = pegboard.ToolContext("s", "agent", "m", "c", report)
+    assert ("s", "agent", "m", "c") == (
+        context.session_id,
+        context.agent,
+        context.message_id,
+        context.call_id,
+    )
+    assert pegboard.OutputLimits(100, 4096) == pegboard.OutputLimits(max_lines=100, max_bytes=4096)
+    assert "half" == pegboard.Progress("half", 1, 2).message
+    assert 3 == pegboard.ToolResponse(3).output
+    assert "kind" == pegboard.ToolError("kind", "message").kind  # type: ignore[arg-type]
+    assert "x" == pegboard.ToolCall("name", "{}", context).input[0:0] + "x"
+    definition = pegboard.ToolDefinition("n", "d", {"type": "object"}, None)
+    assert "n" == definition.name
