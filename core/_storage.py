@@ -37,6 +37,16 @@ def _as_path(value: str | os.PathLike[str] | None) -> Path:
     return default_storage_directory() if value is None else Path(value)
 
 
+def _nameable(_: object, __: attrs.Attribute[Path], value: Path) -> None:
+    # Previews name the file on one line within the output limits.
+    text = str(value)
+    if len(text.encode("utf-8", "surrogateescape")) > 512 or not text.isprintable():
+        raise ValueError(
+            f"managed storage directory {text!r} must be a printable path of at most "
+            "512 bytes: previews name their files within the output limits"
+        )
+
+
 def _positive(_: object, attribute: attrs.Attribute[datetime.timedelta], value: object) -> None:
     if not isinstance(value, datetime.timedelta) or value <= datetime.timedelta(0):
         raise ValueError(f"{attribute.name} must be a positive datetime.timedelta, got {value!r}")
@@ -50,7 +60,7 @@ class ManagedStorage:
     0600 in a directory kept at mode 0700.
     """
 
-    directory: Path = attrs.field(default=None, converter=_as_path)
+    directory: Path = attrs.field(default=None, converter=_as_path, validator=_nameable)
     retention: datetime.timedelta = attrs.field(
         default=datetime.timedelta(days=7), validator=_positive
     )

@@ -48,9 +48,7 @@ valid_names = st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,63}", fullmatch=True).filt
 authored_names = st.builds(
     operator.add,
     st.sampled_from("abcxyzABCXYZ"),
-    st.text(
-        st.one_of(st.sampled_from("abz09_-. /:"), st.sampled_from(_MULTI_BYTE)), max_size=40
-    ),
+    st.text(st.one_of(st.sampled_from("abz09_-. /:"), st.sampled_from(_MULTI_BYTE)), max_size=40),
 ).filter(lambda name: name != "execute")
 
 #: Namespaces, or none.
@@ -64,9 +62,7 @@ _long_lines = st.builds(
 #: One line without its newline: empty, short, or very long.
 lines = st.one_of(st.just(""), _short_lines, _long_lines)
 
-_runs = st.builds(
-    lambda line, count: "\n".join([line] * count), _short_lines, st.integers(2, 400)
-)
+_runs = st.builds(lambda line, count: "\n".join([line] * count), _short_lines, st.integers(2, 400))
 
 #: Arbitrary Unicode text: multi-byte characters, empty lines, very long lines,
 #: and runs of many lines.

@@ -1,0 +1,591 @@
+"""Time pegboard's per-call overhead, request snapshots and output bounding.
+
+Run ``python benchmarks/bench_calls.py`` (``--quick`` for a fast smoke run,
+``--profile`` to add a cProfile of ``Request.execute``). One small tool is
+timed three ways in the same event loop, round-robin so machine noise hits
+each alike: a direct ``await`` of its function, pegboard's ``Request.execute``
+and the official MCP SDK's ``MCPServer.call_tool`` (skipped if ``mcp`` is not
+installed). The script prints Markdown tables and always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import importlib.metadata
+import io
+import operator
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import tracemalloc
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any, TypedDict
+
+import anyio
+import attrs
+
+import pegboard
+
+TOOLS_IN_SNAPSHOT = 10_000
+BIG_TEXT_BYTES = 50 * 1024 * 1024
+PACKAGES = ("pegboard", "attrs", "cattrs", "anyio", "orjson", "jsonschema-rs", "mcp", "pydantic")
+
+CONTEXT = pegboard.ToolContext(
+    session_id="session-1", agent="build", message_id="message-1", call_id="call-1"
+)
+ARGUMENTS_TEXT = '{"a": 1, "b": 2}'
+ARGUMENTS = {"a": 1, "b": 2}
+
+
+@attrs.frozen
+class AddInput:
+    a: int
+    b: int
+
+
+@attrs.frozen
+class AddOutput:
+    total: int
+
+
+async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
+    return AddOutput(total=input.a + input.b)
+
+
+ADD_TOOL = pegboard.tool(
+    description="Add two integers.", execute=add, input=AddInput, output=AddOutput
+)
+
+
+class AddTotal(TypedDict):
+    total: int
+
+
+async def add_for_mcp(a: int, b: int) -> AddTotal:
+    # MCPServer cannot derive an output schema from a slotted attrs class (it
+    # falls back to unstructured text), so this adapter runs the same function
+    # and hands back a TypedDict: validated structured output, as pegboard's.
+    output = await add(AddInput(a=a, b=b), CONTEXT)
+    return {"total": output.total}
+
+
+#: Runs ``n`` calls and returns the elapsed nanoseconds.
+Timer = Callable[[int], Awaitable[int]]
+
+
+@attrs.frozen
+class Settings:
+    name: str
+    rounds: int
+    calls_per_round: int
+    prepare_rounds: int
+    prepare_repeats: int
+    bounding_rounds: int
+
+
+FULL = Settings("full", 30, 1000, prepare_rounds=7, prepare_repeats=5, bounding_rounds=5)
+QUICK = Settings("quick", 3, 200, prepare_rounds=2, prepare_repeats=2, bounding_rounds=1)
+
+
+@attrs.frozen
+class Figure:
+    """One measured quantity over several rounds."""
+
+    label: str
+    samples: tuple[float, ...]
+    unit: str
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def best(self) -> float:
+        return min(self.samples)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector out of a timed section, as timeit does."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def machine_facts() -> list[tuple[str, str]]:
+    facts = [
+        ("Python", f"{platform.python_implementation()} {platform.python_version()}"),
+        ("platform", platform.platform()),
+        ("CPU", _cpu_model()),
+        ("cores (os.cpu_count)", str(os.cpu_count())),
+        ("calibration: one empty function call", f"{empty_call_ns():.0f} ns"),
+    ]
+    if hasattr(os, "getloadavg"):
+        # Other processes on the machine widen the gap between median and best.
+        load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
+        facts.append(("load average (1 / 5 / 15 min) at the end", load))
+    for package in PACKAGES:
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        facts.append((package, version))
+    return facts
+
+
+def empty_call_ns() -> float:
+    """Best time of an empty Python call here, to compare machines by."""
+
+    def nothing() -> None:
+        return None
+
+    best = float("inf")
+    with collector_paused():
+        for _ in range(50):
+            start = perf_counter_ns()
+            for _ in range(10_000):
+                nothing()
+            best = min(best, (perf_counter_ns() - start) / 10_000)
+    return best
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or "unknown"
+
+
+# --- per-call overhead ---------------------------------------------------------
+
+
+def direct_timer() -> Timer:
+    value = AddInput(a=1, b=2)
+
+    async def run(n: int) -> int:
+        start = perf_counter_ns()
+        for _ in range(n):
+            await add(value, CONTEXT)
+        return perf_counter_ns() - start
+
+    return run
+
+
+def pegboard_timer(request: pegboard.Request, call: pegboard.ToolCall) -> Timer:
+    async def run(n: int) -> int:
+        start = perf_counter_ns()
+        for _ in range(n):
+            await request.execute(call)
+        return perf_counter_ns() - start
+
+    return run
+
+
+def mcp_server() -> Any | None:
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError:
+        return None
+    server = MCPServer("bench")
+    server.add_tool(add_for_mcp, name="add", description="Add two integers.")
+    return server
+
+
+def mcp_timer(server: Any) -> Timer:
+    async def run(n: int) -> int:
+        start = perf_counter_ns()
+        for _ in range(n):
+            await server.call_tool("add", ARGUMENTS)
+        return perf_counter_ns() - start
+
+    return run
+
+
+async def check_calls(request: pegboard.Request, server: Any | None) -> None:
+    """Make sure every contestant does the real work, not an error path."""
+    assert await add(AddInput(a=1, b=2), CONTEXT) == AddOutput(total=3)
+    for raw in (ARGUMENTS_TEXT, ARGUMENTS):
+        outcome = await request.execute(pegboard.ToolCall("add", raw, CONTEXT))
+        assert isinstance(outcome, pegboard.Completed), outcome
+        assert outcome.output == {"total": 3}, outcome
+    if server is not None:
+        result = await server.call_tool("add", ARGUMENTS)
+        assert not result.is_error, result
+        assert result.structured_content == {"total": 3}, result
+
+
+async def bench_calls(
+    request: pegboard.Request, server: Any | None, settings: Settings
+) -> dict[str, Figure]:
+    contestants: dict[str, tuple[str, Timer]] = {
+        "direct": ("call: direct await of the tool function", direct_timer()),
+        "text": (
+            "call: pegboard Request.execute, JSON text input",
+            pegboard_timer(request, pegboard.ToolCall("add", ARGUMENTS_TEXT, CONTEXT)),
+        ),
+        "dict": (
+            "call: pegboard Request.execute, parsed dict input",
+            pegboard_timer(request, pegboard.ToolCall("add", ARGUMENTS, CONTEXT)),
+        ),
+    }
+    if server is not None:
+        contestants["mcp"] = ("call: MCP SDK MCPServer.call_tool, dict input", mcp_timer(server))
+    keys = list(contestants)
+    samples: dict[str, list[float]] = {key: [] for key in keys}
+    for _, timer in contestants.values():
+        await timer(settings.calls_per_round // 4)  # warm caches and lazy imports
+    for round_ in range(settings.rounds):
+        # Rotate the order so no contestant always runs first or last.
+        shift = round_ % len(keys)
+        gc.collect()
+        for key in keys[shift:] + keys[:shift]:
+            with collector_paused():
+                elapsed = await contestants[key][1](settings.calls_per_round)
+            samples[key].append(elapsed / settings.calls_per_round / 1000)
+    return {key: Figure(contestants[key][0], tuple(samples[key]), "µs") for key in keys}
+
+
+async def cprofile(timer: Timer, calls: int, order: str) -> str:
+    """A cProfile of ``calls`` calls through ``timer``, top 20 entries by ``order``."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    await timer(calls)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(20)
+    return out.getvalue()
+
+
+# --- request snapshots ---------------------------------------------------------
+
+
+async def bench_prepare(location: pegboard.Location, settings: Settings) -> dict[str, Figure]:
+    location.tools.register({f"tool_{index:05d}": ADD_TOOL for index in range(TOOLS_IN_SNAPSHOT)})
+    first: list[float] = []
+    again: list[float] = []
+    for _ in range(settings.prepare_rounds):
+        gc.collect()
+        with location.tools.register({"extra": ADD_TOOL}):
+            with collector_paused():
+                start = perf_counter_ns()
+                request = location.prepare()
+                first.append((perf_counter_ns() - start) / 1e6)
+            assert len(request.definitions) > TOOLS_IN_SNAPSHOT
+            for _ in range(settings.prepare_repeats):
+                with collector_paused():
+                    start = perf_counter_ns()
+                    location.prepare()
+                    again.append((perf_counter_ns() - start) / 1e6)
+    count = f"{TOOLS_IN_SNAPSHOT:,}"
+    return {
+        "prepare_first": Figure(
+            f"prepare(), {count} tools, first after a registration change", tuple(first), "ms"
+        ),
+        "prepare_again": Figure(f"prepare(), {count} tools, boards unchanged", tuple(again), "ms"),
+    }
+
+
+# --- bounding large output -----------------------------------------------------
+
+
+def big_text(size: int) -> str:
+    """``size`` bytes of ASCII log-like lines, 80 bytes each."""
+    block = "".join(
+        f"{index:06d} the quick brown fox jumps over the lazy dog, again and again and\n"
+        for index in range(1000)
+    )
+    return (block * (size // len(block) + 1))[:size]
+
+
+def emitter(text: str) -> pegboard.Tool:
+    async def emit(input: object, context: pegboard.ToolContext) -> str:
+        return text
+
+    return pegboard.tool(description="Emit a large text.", execute=emit)
+
+
+@attrs.frozen
+class Bounding:
+    figures: dict[str, Figure]
+    peak_ratio: float
+    longest_stall_ms: float
+
+
+async def bench_bounding(
+    request: pegboard.Request, text: str, storage: Path, scratch: Path, settings: Settings
+) -> Bounding:
+    call = pegboard.ToolCall("emit", "{}", CONTEXT)
+    data = text.encode("utf-8")
+    plain = scratch / "plain.txt"
+    samples: dict[str, list[float]] = {"bound": [], "write": [], "encode_write": []}
+
+    def write_bytes() -> None:
+        with plain.open("wb") as file:
+            file.write(data)
+
+    def encode_and_write() -> None:
+        with plain.open("wb") as file:
+            file.write(text.encode("utf-8"))
+
+    check_bounded(await request.execute(call), storage)  # creates the storage directory
+    for _ in range(settings.bounding_rounds):
+        settle()
+        with collector_paused():
+            start = perf_counter_ns()
+            outcome = await request.execute(call)
+            samples["bound"].append((perf_counter_ns() - start) / 1e6)
+        check_bounded(outcome, storage)
+        for key, baseline in (("write", write_bytes), ("encode_write", encode_and_write)):
+            settle()
+            with collector_paused():
+                start = perf_counter_ns()
+                baseline()
+                samples[key].append((perf_counter_ns() - start) / 1e6)
+            plain.unlink()
+    # Peak of what the call allocates on top of the text the tool already holds.
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    outcome = await request.execute(call)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    check_bounded(outcome, storage)
+    stall = await longest_stall(request, call)
+    check_bounded(None, storage)
+    mib = f"{len(data) // 2**20} MiB"
+    labels = {
+        "bound": f"bounding: execute() of a tool returning {mib} of text",
+        "write": f"bounding: plain write of the same {mib} (bytes) to a file",
+        "encode_write": f"bounding: plain UTF-8 encode + write of the same {mib}",
+    }
+    return Bounding(
+        {key: Figure(labels[key], tuple(samples[key]), "ms") for key in labels},
+        (peak - before) / len(data),
+        stall,
+    )
+
+
+def settle() -> None:
+    """Start a timed write with no garbage and no earlier write still being flushed."""
+    gc.collect()
+    # Dirty pages left by the previous round would throttle whichever write came next.
+    if hasattr(os, "sync"):
+        os.sync()
+
+
+async def longest_stall(request: pegboard.Request, call: pegboard.ToolCall) -> float:
+    """The longest time (ms) the event loop could run no other task during ``call``."""
+    tick = 0.001
+    longest = 0
+    done = anyio.Event()
+
+    async def watch() -> None:
+        nonlocal longest
+        last = perf_counter_ns()
+        while not done.is_set():
+            await anyio.sleep(tick)
+            now = perf_counter_ns()
+            longest = max(longest, now - last)
+            last = now
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        await anyio.sleep(tick * 3)
+        await request.execute(call)
+        done.set()
+    return max(longest / 1e6 - tick * 1000, 0.0)
+
+
+def check_bounded(outcome: pegboard.Outcome | None, storage: Path) -> None:
+    """Check the preview and the one retained file, then delete the file."""
+    files = list(storage.iterdir())
+    if outcome is not None:
+        assert isinstance(outcome, pegboard.Completed), outcome
+        preview = outcome.content[0]
+        assert isinstance(preview, pegboard.Text)
+        assert len(preview.text.encode("utf-8")) <= pegboard.OutputLimits().max_bytes
+        assert len(files) == 1, files
+        assert files[0].stat().st_size == BIG_TEXT_BYTES, files
+    for path in files:
+        path.unlink()
+
+
+# --- report --------------------------------------------------------------------
+
+
+def number(value: float) -> str:
+    """Two decimals, or three below one so small figures keep a digit."""
+    return f"{value:,.3f}" if abs(value) < 1 else f"{value:,.2f}"
+
+
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        padded = (
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        )
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + (":" if i else "-") for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+@attrs.frozen
+class Target:
+    """A derived quantity, its limit, and how to print it."""
+
+    label: str
+    median: float
+    best: float
+    limit: float | None
+    unit: str
+    strict: bool = False
+
+    def cells(self) -> tuple[str, ...]:
+        if self.limit is None:
+            return (self.label, self.show(self.median), self.show(self.best), "-", "-")
+        relation = "<" if self.strict else "<="
+        verdicts = " / ".join(self.verdict(value) for value in (self.median, self.best))
+        target = f"{relation} {self.show(self.limit)}"
+        return (self.label, self.show(self.median), self.show(self.best), target, verdicts)
+
+    def show(self, value: float) -> str:
+        if self.unit == "x":
+            return f"{value:.2f}x"
+        return f"{number(value)} {self.unit}".rstrip()
+
+    def verdict(self, value: float) -> str:
+        assert self.limit is not None
+        within = value < self.limit if self.strict else value <= self.limit
+        return "met" if within else "MISSED"
+
+
+def paired(ours: Figure, theirs: Figure, combine: Callable[[float, float], float]) -> float:
+    """The median over rounds of ``combine`` applied to figures timed in the same round."""
+    return statistics.median(map(combine, ours.samples, theirs.samples))
+
+
+def compared(
+    label: str,
+    ours: Figure,
+    theirs: Figure,
+    combine: Callable[[float, float], float],
+    limit: float | None,
+    unit: str,
+) -> Target:
+    # The round where both ran nearest their own best: the machine's quietest moment.
+    rounds = range(len(ours.samples))
+    quiet = min(rounds, key=lambda i: ours.samples[i] / ours.best + theirs.samples[i] / theirs.best)
+    best = combine(ours.samples[quiet], theirs.samples[quiet])
+    return Target(label, paired(ours, theirs, combine), best, limit, unit)
+
+
+def against_targets(figures: dict[str, Figure], bound: Bounding) -> list[Target]:
+    ratio, gap = operator.truediv, operator.sub
+    targets: list[Target] = []
+    for key, form in (("text", "JSON text"), ("dict", "parsed dict")):
+        ours, direct = figures[key], figures["direct"]
+        if "mcp" in figures:
+            mcp = figures["mcp"]
+            targets.append(compared(f"pegboard ({form}) / MCP", ours, mcp, ratio, 0.5, ""))
+        targets.append(compared(f"pegboard ({form}) - direct", ours, direct, gap, 10, "µs"))
+    for key in ("prepare_first", "prepare_again"):
+        figure = figures[key]
+        targets.append(Target(figure.label, figure.median, figure.best, 1, "ms", strict=True))
+    bounding, write, encode_write = figures["bound"], figures["write"], figures["encode_write"]
+    targets += [
+        compared("bounding time / plain write", bounding, write, ratio, 2, "x"),
+        compared("bounding time / plain encode + write", bounding, encode_write, ratio, None, "x"),
+        Target("bounding peak allocation / text size", bound.peak_ratio, bound.peak_ratio, 3, "x"),
+        Target(
+            "bounding: longest event-loop stall",
+            bound.longest_stall_ms,
+            bound.longest_stall_ms,
+            None,
+            "ms",
+        ),
+    ]
+    return targets
+
+
+async def main(settings: Settings, profile: bool) -> int:
+    host = pegboard.Host()
+    server = mcp_server()
+    text = big_text(BIG_TEXT_BYTES)
+    profiles: list[str] = []
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        storage = scratch / "managed"
+        roots = [scratch / name for name in ("calls", "snapshot", "bounding")]
+        for root in roots:
+            root.mkdir()
+        async with (
+            host.location(roots[0], plugins=[], storage=storage) as calls,
+            host.location(roots[1], plugins=[], storage=storage) as snapshot,
+            host.location(roots[2], plugins=[], storage=storage) as bounding,
+        ):
+            calls.tools.register({"add": ADD_TOOL})
+            request = calls.prepare()
+            await check_calls(request, server)
+            figures = await bench_calls(request, server, settings)
+            figures |= await bench_prepare(snapshot, settings)
+            bounding.tools.register({"emit": emitter(text)})
+            bound = await bench_bounding(bounding.prepare(), text, storage, scratch, settings)
+            figures |= bound.figures
+            if profile:
+                n = 10 * settings.calls_per_round
+                text_call = pegboard.ToolCall("add", ARGUMENTS_TEXT, CONTEXT)
+                profiles.append(await cprofile(pegboard_timer(request, text_call), n, "tottime"))
+                if server is not None:
+                    profiles.append(await cprofile(mcp_timer(server), n, "cumulative"))
+    print("## Machine\n")
+    print(table(("fact", "value"), machine_facts()))
+    print(
+        f"\n## Measurements ({settings.name} run; median and best of the rounds; "
+        f"{settings.calls_per_round} calls a round)\n"
+    )
+    rows = [
+        (f.label, f"{number(f.median)} {f.unit}", f"{number(f.best)} {f.unit}", str(len(f.samples)))
+        for f in figures.values()
+    ]
+    print(table(("measurement", "median", "best", "rounds"), rows))
+    if server is None:
+        print("\nThe MCP SDK is not installed (pip install 'pegboard[bench]'): no MCP figures.")
+    print(
+        "\n## Against the targets (ratios and differences paired within each round; "
+        "quietest: the round nearest both bests, or the best for a single figure)\n"
+    )
+    header = ("quantity", "median", "quietest", "target", "verdict (median / quietest)")
+    print(table(header, [target.cells() for target in against_targets(figures, bound)]))
+    titles = ("Request.execute, JSON text input, by own time", "MCPServer.call_tool, cumulative")
+    for title, report in zip(titles, profiles, strict=False):
+        print(f"\n## cProfile of {title}\n")
+        print(report)
+    return 0
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Time pegboard against a direct call and MCP.")
+    parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
+    parser.add_argument("--profile", action="store_true", help="add a cProfile of execute()")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    arguments = parse_arguments(sys.argv[1:])
+    sys.exit(anyio.run(main, QUICK if arguments.quick else FULL, arguments.profile))
