@@ -1,0 +1,24 @@
+"""The benchmark scripts keep running (their figures are read, never asserted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.mark.parametrize("script", ["bench_calls.py"])
+def test_benchmark_runs_in_quick_mode(script: str) -> None:
+    """A quick run exits cleanly and prints its comparison against the targets."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert 0 == result.returncode, result.stderr
+    assert "## Against the targets" in result.stdout
