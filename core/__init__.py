@@ -10,7 +10,7 @@ from ._errors import CodecError, RegistrationError, RetentionError, SchemaError,
 from ._filesystem import Filesystem, OutsideLocationError
 from ._host import Host
 from ._json import FrozenDict, FrozenList, thaw
-from ._location import Location
+from ._location import Location, ToolChanges
 from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
 from ._permissions import (
     Approver,
@@ -24,7 +24,7 @@ from ._pipeline import ExecuteEvent
 from ._plugins import PluginError, PluginInfo
 from ._registry import Registration, Tools, effective_name
 from ._request import Request
-from ._services import LocationInfo, ServiceDenied, Services
+from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
 from ._storage import ManagedStorage
 from ._tool import Progress, Tool, ToolContext, ToolDefinition, ToolResponse, tool
 
@@ -32,6 +32,7 @@ __all__ = (
     "Approver",
     "AttrsCodec",
     "Audio",
+    "BackgroundTasks",
     "CallIdentity",
     "Codec",
     "CodecError",
@@ -72,6 +73,7 @@ __all__ = (
     "Text",
     "Tool",
     "ToolCall",
+    "ToolChanges",
     "ToolContext",
     "ToolDefinition",
     "ToolError",

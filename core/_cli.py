@@ -34,7 +34,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pegboard",
-        description="List plugins and tools, and call a tool, in a pegboard Location.",
+        description="List plugins and tools, call a tool, or serve them over MCP, "
+        "in a pegboard Location.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -70,6 +71,23 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--yes", "-y", action="store_true", help="approve permission requests")
     answer.add_argument("--no", "-n", action="store_true", help="reject permission requests")
     call.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a Location's tools to MCP clients",
+        description="Serve the tools of a Location to MCP clients over stdio (one client, "
+        "until it disconnects) or streamable HTTP at http://127.0.0.1:PORT/mcp. Permission "
+        "requests that ask are put to the client (MCP elicitation) or rejected. Needs the "
+        "mcp extra: pip install 'pegboard[mcp]'.",
+    )
+    location_options(serve)
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio",
+        help="stdio (default) or streamable HTTP",
+    )  # fmt: skip
+    serve.add_argument(
+        "--port", type=int, default=8000, metavar="N", help="the HTTP port (default: 8000)"
+    )
 
     check = commands.add_parser("check", help="run the conformance checks on a plugin")
     check.add_argument("plugin", metavar="PLUGIN", help="an entry-point name or module")
@@ -110,6 +128,8 @@ def _run(arguments: argparse.Namespace) -> int:
     try:
         if arguments.command == "plugins":
             return _plugins(arguments)
+        if arguments.command == "serve":
+            return _serve(arguments)
         return anyio.run(_location_command, arguments)
     except (ConfigError, NotADirectoryError) as error:
         raise UsageError(str(error)) from error
@@ -143,6 +163,35 @@ def _plugins(arguments: argparse.Namespace) -> int:
         loads = "yes" if info.loads else f"[red]no[/red]: {info.error}"
         table.add_row(info.name, info.distribution or "-", info.version or "-", loads)
     Console().print(table)
+    return COMPLETED
+
+
+def _serve(arguments: argparse.Namespace) -> int:
+    import importlib.util
+
+    import anyio
+
+    if importlib.util.find_spec("mcp") is None:
+        raise UsageError("pegboard serve needs the MCP SDK: pip install 'pegboard[mcp]'")
+    try:
+        return anyio.run(_serve_location, arguments)
+    except OSError as error:  # a port already in use, say
+        if isinstance(error, NotADirectoryError):
+            raise
+        _error(arguments, error)
+        return OPERATIONAL
+
+
+async def _serve_location(arguments: argparse.Namespace) -> int:
+    from . import Host
+    from .mcp import ClientApprover, serve
+
+    async with Host().location(
+        arguments.location, trusted=arguments.trust, approver=ClientApprover()
+    ) as location:
+        for problem in location.plugin_errors:
+            print(f"pegboard: warning: {problem}", file=sys.stderr)
+        await serve(location, transport=arguments.transport, port=arguments.port)
     return COMPLETED
 
 

@@ -122,23 +122,36 @@ class Host:
             filesystem=filesystem,
             permissions=rules,
         )
+        services: dict[str, Any] = {"filesystem": filesystem, "permissions": rules}
         activation = Activation(
             self._plugins,
             LocationInfo(resolved),
             location._board,
-            services={"filesystem": filesystem, "permissions": rules},
+            services=services,
             timeout=self.activation_timeout,
             strict=self.strict,
         )
-        try:
-            await activation.activate(specs, frozenset(trusted) | {BUILTIN})
-            location._attach(activation)
-            yield location
-        finally:
+        raised: BaseException | None = None
+        # Plugins' background tasks (services.tasks) live in this group, from
+        # activation until every plugin's teardown has run.
+        async with anyio.create_task_group() as tasks:
+            services.update(tasks=tasks, record=activation.record)
             try:
-                await activation.close()
+                await activation.activate(specs, frozenset(trusted) | {BUILTIN})
+                location._attach(activation)
+                yield location
+            except BaseException as error:  # noqa: BLE001 - re-raised below, unwrapped
+                # Raised outside the task group, so the caller sees its own
+                # exception rather than an ExceptionGroup around it.
+                raised = error
             finally:
-                location._close()
+                try:
+                    await activation.close()
+                finally:
+                    location._close()
+                    tasks.cancel_scope.cancel()
+        if raised is not None:
+            raise raised
 
     def _enabled(
         self,

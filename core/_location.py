@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
 
+import anyio
+import anyio.from_thread
 import attrs
 
 from ._activation import Activation
@@ -16,7 +22,59 @@ from ._registry import Board, Scope, Tools
 from ._request import Request, Snapshot
 from ._storage import ManagedStorage
 
-__all__ = ("Location",)
+__all__ = ("Location", "ToolChanges")
+
+
+class ToolChanges:
+    """Changes to a Location's tools, as ``location.watch()`` returns them: an
+    async iterator that yields once per wake-up, and an async context manager.
+    """
+
+    __slots__ = ("__weakref__", "_closed", "_event", "_stops", "_thread")
+
+    def __init__(self, boards: Iterable[Board]) -> None:
+        self._event = anyio.Event()
+        self._closed = False
+        self._thread = threading.get_ident()
+        self._stops = [board.subscribe(self._wake) for board in boards]
+
+    def _wake(self) -> None:
+        if threading.get_ident() == self._thread:
+            self._event.set()
+        else:  # a registration made from a worker thread
+            anyio.from_thread.run_sync(self._event.set)
+
+    def close(self) -> None:
+        """Stop following changes; a waiting consumer's iteration ends."""
+        self._closed = True
+        for stop in self._stops:
+            stop()
+        self._stops.clear()
+        self._event.set()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def __aiter__(self) -> ToolChanges:
+        return self
+
+    async def __anext__(self) -> None:
+        if not self._closed:
+            await self._event.wait()
+        if self._closed:
+            raise StopAsyncIteration
+        self._event = anyio.Event()
+
+    async def __aenter__(self) -> ToolChanges:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 class Location:
@@ -49,6 +107,7 @@ class Location:
         self._snapshot: tuple[tuple[int, ...], Snapshot] | None = None
         self._activation: Activation | None = None
         self._closed = False
+        self._watchers: weakref.WeakSet[ToolChanges] = weakref.WeakSet()
 
     @property
     def limits(self) -> OutputLimits:
@@ -92,6 +151,22 @@ class Location:
             definitions = self._activation.withdraw(snapshot.definitions, final_step)
         return Request(snapshot, self._pipeline, final_step=final_step, definitions=definitions)
 
+    def watch(self) -> ToolChanges:
+        """Follow changes to the tools registered here or on the host's application board.
+
+        The result is an async iterator that yields after each change, from the
+        moment ``watch`` returns, and ends when the Location closes. Changes
+        that land while the consumer is busy wake it once, so read
+        ``prepare().definitions`` again on each wake-up rather than counting.
+        Use it as an async context manager (or call ``aclose()``) to stop early.
+        """
+        changes = ToolChanges(self._boards)
+        if self._closed:
+            changes.close()
+        else:
+            self._watchers.add(changes)
+        return changes
+
     def _attach(self, activation: Activation) -> None:
         self._activation = activation
         self._pipeline = attrs.evolve(self._pipeline, after_hooks=activation.after_hooks())
@@ -99,6 +174,8 @@ class Location:
     def _close(self) -> None:
         self._closed = True
         self._scope.close()
+        for changes in tuple(self._watchers):
+            changes.close()
 
     def __repr__(self) -> str:
         return f"<Location {str(self.root)!r}{' (closed)' if self._closed else ''}>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import logging
 from collections.abc import Callable
@@ -13,7 +14,7 @@ import pluggy
 
 from pegboard import hookspecs
 
-__all__ = ("BUILTIN", "ENTRY_POINT_GROUP", "PluginError", "PluginInfo", "Plugins")
+__all__ = ("BUILTIN", "ENTRY_POINT_GROUP", "MCP", "PluginError", "PluginInfo", "Plugins")
 
 logger = logging.getLogger("pegboard")
 
@@ -21,9 +22,11 @@ logger = logging.getLogger("pegboard")
 ENTRY_POINT_GROUP = "pegboard"
 #: The built-in plugin's name; it is registered directly, not through an entry point.
 BUILTIN = "builtin"
+#: The built-in plugin that mounts MCP servers; it needs the ``mcp`` extra to load.
+MCP = "mcp"
 _HOOKS = ("activate_location", "execute_after", "prepare_request")
 
-Phase = Literal["import", "options", "activation", "teardown", "hook"]
+Phase = Literal["import", "options", "activation", "teardown", "hook", "background"]
 
 
 @attrs.frozen(auto_exc=True)
@@ -87,12 +90,12 @@ class Plugins:
             return self._entries
         import importlib_metadata  # the scan happens once; so does this import
 
+        version = _version("pegboard")
         entries = {
-            BUILTIN: _Entry(
-                BUILTIN,
-                "pegboard",
-                _version("pegboard"),
-                lambda: importlib.import_module("pegboard.plugins_builtin"),
+            name: _Entry(name, "pegboard", version, _importer(path))
+            for name, path in (
+                (BUILTIN, "pegboard.plugins_builtin"),
+                (MCP, "pegboard.plugins_builtin.mcp"),
             )
         }
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -118,7 +121,7 @@ class Plugins:
         entries[name] = _Entry(name, None, None, lambda: plugin)
 
     def names(self) -> list[str]:
-        """The names of every installed plugin, ``builtin`` first."""
+        """The names of every installed plugin, the built-in ones first."""
         return list(self._scan())
 
     def info(self, *, load: bool = False) -> list[PluginInfo]:
@@ -180,6 +183,10 @@ class Plugins:
                 )
             hooks[caller.name] = impl
         entry.plugin, entry.hooks = plugin, hooks
+
+
+def _importer(module: str) -> Callable[[], object]:
+    return functools.partial(importlib.import_module, module)
 
 
 def _version(distribution: str) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 
 from ._errors import RegistrationError
@@ -52,21 +52,42 @@ class Board:
     """One placement's registrations: the latest active one of each name wins.
 
     ``version`` changes whenever the winners may have changed, so readers can
-    reuse what they derived from the board until then.
+    reuse what they derived from the board until then; ``subscribe`` tells
+    listeners when that happens.
     """
 
     def __init__(self) -> None:
         self._stacks: dict[str, list[tuple[Registration, Tool]]] = {}
+        self._listeners: dict[object, Callable[[], None]] = {}
         self.version = 0
 
     def winners(self) -> dict[str, Tool]:
         """The effective tool for every name that has an active registration."""
         return {name: stack[-1][1] for name, stack in self._stacks.items()}
 
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` after every change; return the function that stops it.
+
+        Listeners run synchronously inside ``register`` and ``close``, so they
+        must be quick and must not raise.
+        """
+        token = object()  # the same callable may subscribe twice
+        self._listeners[token] = listener
+
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
+
+    def _changed(self) -> None:
+        self.version += 1
+        for listener in tuple(self._listeners.values()):
+            listener()
+
     def _add(self, registration: Registration, tools: Mapping[str, Tool]) -> None:
         for name, tool in tools.items():
             self._stacks.setdefault(name, []).append((registration, tool))
-        self.version += 1
+        self._changed()
 
     def _remove(self, registration: Registration) -> None:
         for name in registration.names.values():
@@ -74,7 +95,7 @@ class Board:
             stack[:] = [entry for entry in stack if entry[0] is not registration]
             if not stack:
                 del self._stacks[name]
-        self.version += 1
+        self._changed()
 
 
 class Scope:

@@ -84,7 +84,7 @@ def test_help_lists_the_commands(environment: dict[str, str]) -> None:
     """--help works and names every command."""
     result = pegboard(environment, "--help")
     assert 0 == result.returncode
-    for command in ("plugins", "tools", "call", "check"):
+    for command in ("plugins", "tools", "call", "serve", "check"):
         assert command in result.stdout
 
 

@@ -1,0 +1,18 @@
+"""MCP both ways: serve a Location to MCP clients, and map content for mounted servers.
+
+Needs the ``mcp`` extra: ``pip install 'pegboard[mcp]'``.
+"""
+
+from ._approver import ClientApprover
+from ._content import from_mcp_content, to_mcp_content
+from ._serve import serve
+from ._server import LocationServer, build_server
+
+__all__ = (
+    "ClientApprover",
+    "LocationServer",
+    "build_server",
+    "from_mcp_content",
+    "serve",
+    "to_mcp_content",
+)

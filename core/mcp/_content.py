@@ -1,0 +1,97 @@
+"""Canonical content to MCP content blocks and back."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Sequence
+
+import mcp_types as types
+
+from .._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
+
+__all__ = ("from_mcp_content", "to_mcp_content")
+
+
+def to_mcp_content(content: Iterable[ContentItem]) -> list[types.ContentBlock]:
+    """MCP content blocks for canonical content: text, base64 media, resources."""
+    return [_block(item) for item in content]
+
+
+def _block(item: ContentItem) -> types.ContentBlock:
+    if isinstance(item, Text):
+        return types.TextContent(text=item.text)
+    if isinstance(item, Image):
+        return types.ImageContent(data=_encode(item.data), mime_type=item.mime_type)
+    if isinstance(item, Audio):
+        return types.AudioContent(data=_encode(item.data), mime_type=item.mime_type)
+    if isinstance(item, ResourceLink):
+        return types.ResourceLink(
+            uri=item.uri,
+            name=item.name,
+            title=item.title,
+            description=item.description,
+            mime_type=item.mime_type,
+            size=item.size,
+        )
+    contents: types.TextResourceContents | types.BlobResourceContents
+    if item.text is not None:
+        contents = types.TextResourceContents(
+            uri=item.uri, text=item.text, mime_type=item.mime_type
+        )
+    else:
+        assert item.data is not None  # an EmbeddedResource carries text or data
+        contents = types.BlobResourceContents(
+            uri=item.uri, blob=_encode(item.data), mime_type=item.mime_type
+        )
+    return types.EmbeddedResource(resource=contents)
+
+
+def from_mcp_content(blocks: Sequence[types.ContentBlock]) -> tuple[ContentItem, ...]:
+    """Canonical content for MCP content blocks.
+
+    Raises ``ValueError`` for a block pegboard cannot represent, or media that
+    is not valid base64.
+    """
+    return tuple(_item(block) for block in blocks)
+
+
+def _item(block: types.ContentBlock) -> ContentItem:
+    if isinstance(block, types.TextContent):
+        return Text(block.text)
+    if isinstance(block, types.ImageContent):
+        return Image(_decode(block.data, "image"), block.mime_type)
+    if isinstance(block, types.AudioContent):
+        return Audio(_decode(block.data, "audio"), block.mime_type)
+    if isinstance(block, types.ResourceLink):
+        return ResourceLink(
+            uri=str(block.uri),
+            name=block.name,
+            title=block.title,
+            description=block.description,
+            mime_type=block.mime_type,
+            size=block.size,
+        )
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, types.TextResourceContents):
+            return EmbeddedResource(
+                uri=str(resource.uri), text=resource.text, mime_type=resource.mime_type
+            )
+        return EmbeddedResource(
+            uri=str(resource.uri),
+            data=_decode(resource.blob, "resource"),
+            mime_type=resource.mime_type,
+        )
+    raise ValueError(f"cannot represent MCP content of type {getattr(block, 'type', block)!r}")
+
+
+def _encode(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _decode(data: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except binascii.Error as error:
+        raise ValueError(f"{what} data is not valid base64: {error}") from None

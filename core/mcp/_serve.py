@@ -1,0 +1,74 @@
+"""Run a Location's MCP server over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+from .._location import Location
+from ._server import build_server
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp as ASGIApplication
+
+__all__ = ("serve",)
+
+
+async def serve(
+    location: Location,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    name: str = "pegboard",
+) -> None:
+    """Serve ``location``'s tools to MCP clients until the transport ends.
+
+    ``stdio`` serves one client on standard input and output and returns when
+    it closes them; ``http`` serves streamable HTTP at ``http://HOST:PORT/mcp``
+    until cancelled (it needs the asyncio backend). Open the Location with
+    ``approver=pegboard.mcp.ClientApprover()`` so that permission requests
+    are put to the client.
+    """
+    server = build_server(location, name=name)
+    if transport == "stdio":
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    if transport != "http":
+        raise ValueError(f"transport is 'stdio' or 'http', not {transport!r}")
+    await _serve_http(server.streamable_http_app(host=host), host, port)
+
+
+async def _serve_http(app: ASGIApplication, host: str, port: int) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
+    )
+    http = uvicorn.Server(config)
+    stopped = anyio.Event()
+    failed: list[OSError] = []
+
+    async def run() -> None:
+        # Shielded: cancelling serve() asks uvicorn to stop, so that it closes
+        # its connections and runs the app's shutdown instead of being cut off.
+        with anyio.CancelScope(shield=True):
+            try:
+                await http.serve()
+            except SystemExit:  # uvicorn's answer to a port it cannot bind
+                failed.append(OSError(f"cannot serve HTTP on {host}:{port}; is the port in use?"))
+            finally:
+                stopped.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run)
+        try:
+            await stopped.wait()
+        finally:
+            http.should_exit = True
+    if failed:
+        raise failed[0]

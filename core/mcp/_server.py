@@ -1,0 +1,262 @@
+"""An MCP server for one Location: its tools, their calls, and list changes."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import attrs
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._errors import RetentionError
+from .._json import thaw
+from .._location import Location
+from .._outcome import ToolCall
+from .._permissions import PermissionRejected
+from .._plugins import PluginError
+from .._tool import ToolContext, ToolDefinition
+from ._approver import InputNeeded, current_channel
+from ._call import Channel, call_result
+
+__all__ = ("LocationServer", "build_server")
+
+#: What the ``result`` key of a wrapped output is called.
+RESULT_KEY = "result"
+#: Seconds a handshake-era client may take to accept a list-change notification.
+NOTIFY_TIMEOUT = 5.0
+
+
+@attrs.define
+class Run:
+    """One run of the server: a stdio process, an HTTP app, an in-process client."""
+
+    session_id: str
+    bus: InMemorySubscriptionBus
+    listen: ListenHandler
+    #: Handshake-era clients, told about list changes on their own connection;
+    #: keyed by their connection's ``initialize`` parameters.
+    sessions: dict[int, ServerSession] = attrs.field(factory=dict)
+
+    def remember(self, context: ServerRequestContext[Run]) -> None:
+        """Remember a handshake-era client, to tell it when the tool list changes."""
+        params = context.session.client_params
+        if params is not None and context.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # Sessions are per request; the parameters are the connection's own.
+            self.sessions.setdefault(id(params), context.session)
+
+
+@attrs.frozen
+class Listing:
+    """The MCP tools for one set of definitions, and which outputs are wrapped."""
+
+    definitions: tuple[ToolDefinition, ...]
+    tools: list[types.Tool]
+    wrapped: frozenset[str]
+
+    @classmethod
+    def of(cls, definitions: tuple[ToolDefinition, ...]) -> Listing:
+        tools, wrapped = [], set()
+        for definition in definitions:
+            output = None
+            if definition.output_schema is not None:
+                output = thaw(definition.output_schema)
+                # MCP wants objects here (through 2025-11-25): wrap anything else.
+                if output.get("type") != "object":
+                    output = {
+                        "type": "object",
+                        "properties": {RESULT_KEY: output},
+                        "required": [RESULT_KEY],
+                    }
+                    wrapped.add(definition.name)
+            tools.append(
+                types.Tool(
+                    name=definition.name,
+                    description=definition.description,
+                    input_schema=thaw(definition.input_schema),
+                    output_schema=output,
+                )
+            )
+        return cls(definitions, tools, frozenset(wrapped))
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("pegboard")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+class LocationServer(Server[Run]):
+    """A low-level MCP server whose tools are one Location's advertised tools.
+
+    Each ``tools/list`` returns ``location.prepare().definitions``; each
+    ``tools/call`` runs through one fresh request's ``execute``. Registration
+    changes send ``notifications/tools/list_changed``.
+    """
+
+    def __init__(self, location: Location, *, name: str = "pegboard") -> None:
+        super().__init__(
+            name,
+            version=_version(),
+            lifespan=self._lifespan,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+        )
+        self.location = location
+        self._listing = Listing.of(())
+        self.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self._initialized
+        )
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        # Handshake-era clients learn here that list changes are announced.
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+    def listing(self, definitions: tuple[ToolDefinition, ...]) -> Listing:
+        """The MCP tools for ``definitions``, rebuilt only when they change."""
+        listing = self._listing
+        if listing.definitions is not definitions and listing.definitions != definitions:
+            listing = self._listing = Listing.of(definitions)
+        return listing
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _: Server[Run]) -> AsyncIterator[Run]:
+        bus = InMemorySubscriptionBus()
+        run = Run(f"mcp-{uuid.uuid4().hex}", bus, ListenHandler(bus))
+        raised: BaseException | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._announce_changes, run)
+            try:
+                yield run
+            except BaseException as error:  # noqa: BLE001 - re-raised below, unwrapped
+                raised = error
+            finally:
+                run.listen.close()
+                tasks.cancel_scope.cancel()
+        if raised is not None:
+            raise raised
+
+    async def _announce_changes(self, run: Run) -> None:
+        """Tell clients when the advertised tools change, until the Location closes."""
+        if self.location.closed:
+            return
+        async with self.location.watch() as changes:
+            last = self.location.prepare().definitions
+            async for _ in changes:
+                current = self.location.prepare().definitions
+                if current == last:
+                    continue
+                last = current
+                await run.bus.publish(ToolsListChanged())
+                for key, session in list(run.sessions.items()):
+                    delivered = False
+                    # A client that has gone, or stopped reading, is forgotten.
+                    with anyio.move_on_after(NOTIFY_TIMEOUT):
+                        try:
+                            await session.send_tool_list_changed()
+                            delivered = True
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            pass
+                    if not delivered:
+                        del run.sessions[key]
+
+    async def _initialized(
+        self, context: ServerRequestContext[Run], params: types.NotificationParams
+    ) -> None:
+        context.lifespan_context.remember(context)
+
+    async def _listen(
+        self, context: ServerRequestContext[Run], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        return await context.lifespan_context.listen(context, params)
+
+    async def _list_tools(
+        self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        # A client that has listed the tools is told when they change.
+        context.lifespan_context.remember(context)
+        return types.ListToolsResult(tools=self.listing(self.location.prepare().definitions).tools)
+
+    async def _call_tool(
+        self, context: ServerRequestContext[Run], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        request = self.location.prepare()
+        channel = Channel(context, params)
+        call = ToolCall(
+            params.name,
+            params.arguments or {},
+            ToolContext(
+                session_id=_session_id(context),
+                agent=_agent(context),
+                message_id=channel.call_id,
+                call_id=channel.call_id,
+                progress=channel.progress,
+            ),
+        )
+        token = current_channel.set(channel)
+        try:
+            outcome = await request.execute(call)
+        except InputNeeded as needed:
+            return channel.input_required(needed)
+        except BaseExceptionGroup as group:
+            # A question asked from a task the tool started arrives grouped.
+            questions, rest = group.split(InputNeeded)
+            if questions is None or rest is not None:
+                raise
+            return channel.input_required(_first(questions))
+        except (PermissionRejected, RetentionError, PluginError) as error:
+            # The call could not settle: an error response, not a tool result.
+            raise MCPError(types.INTERNAL_ERROR, str(error)) from error
+        finally:
+            current_channel.reset(token)
+        wrapped = params.name in self.listing(request.definitions).wrapped
+        return call_result(outcome, wrapped=wrapped)
+
+
+def _first(group: BaseExceptionGroup[InputNeeded]) -> InputNeeded:
+    first = group.exceptions[0]
+    return first if isinstance(first, InputNeeded) else _first(first)
+
+
+def _session_id(context: ServerRequestContext[Run]) -> str:
+    headers = getattr(context.request, "headers", None)
+    if headers is not None:
+        session = headers.get("mcp-session-id")
+        if isinstance(session, str) and session:
+            return session
+    return context.lifespan_context.session_id
+
+
+def _agent(context: ServerRequestContext[Run]) -> str:
+    params = context.session.client_params
+    return params.client_info.name if params is not None else "mcp-client"
+
+
+def build_server(location: Location, *, name: str = "pegboard") -> LocationServer:
+    """An MCP server for ``location``, ready for any transport.
+
+    Pass it to ``mcp.Client(server)`` to talk to it in memory, or use
+    `serve` to run it over stdio or HTTP.
+    """
+    return LocationServer(location, name=name)

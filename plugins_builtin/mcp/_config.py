@@ -1,0 +1,101 @@
+"""The ``[mcp]`` options: timeouts and the servers to mount."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+import pegboard
+
+__all__ = ("OPTIONS_SCHEMA", "ServerConfig", "server_configs")
+
+#: Seconds a server may take to start and list its tools.
+STARTUP_TIMEOUT = 30.0
+#: Seconds one call (or one listing) may take.
+REQUEST_TIMEOUT = 300.0
+
+_SECONDS = {"type": "number", "exclusiveMinimum": 0}
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_SERVER = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "environment": _STRINGS,
+        "url": {"type": "string", "pattern": "^https?://"},
+        "headers": _STRINGS,
+        "disabled": {"type": "boolean"},
+        "startup_timeout": _SECONDS,
+        "request_timeout": _SECONDS,
+    },
+    "additionalProperties": False,
+}
+OPTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "startup_timeout": _SECONDS,
+        "request_timeout": _SECONDS,
+        "servers": {"type": "object", "additionalProperties": _SERVER},
+    },
+    "additionalProperties": False,
+}
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """One server to mount: local (``command``) or remote (``url``)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    environment: Mapping[str, str] = attrs.field(factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    startup_timeout: float = STARTUP_TIMEOUT
+    request_timeout: float = REQUEST_TIMEOUT
+
+
+def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list[str]]:
+    """The enabled servers in ``options`` (already schema-valid), and why others were skipped."""
+    startup = float(options.get("startup_timeout", STARTUP_TIMEOUT))
+    request = float(options.get("request_timeout", REQUEST_TIMEOUT))
+    configs: list[ServerConfig] = []
+    problems: list[str] = []
+    for name, entry in options.get("servers", {}).items():
+        if entry.get("disabled", False):
+            continue
+        problem = _problem(name, entry)
+        if problem is not None:
+            problems.append(f"server {name!r}: {problem}; it is not mounted")
+            continue
+        configs.append(
+            ServerConfig(
+                name=name,
+                command=tuple(entry.get("command", ())),
+                environment=dict(entry.get("environment", {})),
+                url=entry.get("url"),
+                headers=dict(entry.get("headers", {})),
+                startup_timeout=float(entry.get("startup_timeout", startup)),
+                request_timeout=float(entry.get("request_timeout", request)),
+            )
+        )
+    return configs, problems
+
+
+def _problem(name: str, entry: Mapping[str, Any]) -> str | None:
+    local, remote = "command" in entry, "url" in entry
+    if local == remote:
+        return (
+            "give either command = [...] (a local server) or url = '...' (a remote one)"
+            if not local
+            else "give command or url, not both"
+        )
+    if local and "headers" in entry:
+        return "headers apply to a remote server (url); a local one takes environment"
+    if remote and "environment" in entry:
+        return "environment applies to a local server (command); a remote one takes headers"
+    try:
+        pegboard.effective_name("tool", name)
+    except pegboard.RegistrationError:
+        return "its name must start with a letter, as it prefixes its tools' names"
+    return None

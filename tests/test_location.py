@@ -1,0 +1,89 @@
+"""A Location's change notifications: ``location.watch()``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+import pegboard
+
+pytestmark = pytest.mark.anyio
+
+
+async def _says(input: Any, context: pegboard.ToolContext) -> str:
+    return "hi"
+
+
+SAYS = pegboard.tool(description="Say hi.", execute=_says)
+
+
+async def test_watch_wakes_after_changes_and_ends_when_the_location_closes(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Registering or closing, on the Location or the application board, wakes a watcher;
+    closing the Location ends the iteration.
+    """
+    seen: list[list[str]] = []
+    async with host.location(workspace, plugins=[], storage=storage_dir) as location:
+
+        async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+            async with location.watch() as changes:
+                task_status.started()
+                async for _ in changes:
+                    seen.append([d.name for d in location.prepare().definitions])
+
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(watch)
+            await anyio.wait_all_tasks_blocked()
+            registration = location.tools.register({"local": SAYS})
+            await anyio.wait_all_tasks_blocked()
+            host.tools.register({"shared": SAYS})
+            await anyio.wait_all_tasks_blocked()
+            registration.close()
+            await anyio.wait_all_tasks_blocked()
+            location._close()  # what closing the Location does first
+    assert [["local"], ["local", "shared"], ["shared"]] == seen
+
+
+async def test_changes_made_while_busy_wake_the_watcher_once(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Changes land while the consumer is busy: it wakes once and reads the latest list."""
+    async with (
+        host.location(workspace, plugins=[], storage=storage_dir) as location,
+        location.watch() as changes,
+    ):
+        for name in ("a", "b", "c"):
+            location.tools.register({name: SAYS})
+        with anyio.fail_after(1):
+            await anext(changes)
+        assert ["a", "b", "c"] == [d.name for d in location.prepare().definitions]
+        with anyio.move_on_after(0.05) as idle:
+            await anext(changes)
+        assert idle.cancelled_caught
+
+
+async def test_a_registration_from_a_worker_thread_wakes_the_watcher(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A plain function registering from a worker thread still wakes the event loop."""
+    async with (
+        host.location(workspace, plugins=[], storage=storage_dir) as location,
+        location.watch() as changes,
+    ):
+        await anyio.to_thread.run_sync(lambda: location.tools.register({"threaded": SAYS}))
+        with anyio.fail_after(1):
+            await anext(changes)
+
+
+async def test_watching_a_closed_location_ends_at_once(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A Location that is already closed has nothing to watch."""
+    async with host.location(workspace, plugins=[], storage=storage_dir) as location:
+        pass
+    assert [] == [change async for change in location.watch()]
