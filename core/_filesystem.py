@@ -33,7 +33,7 @@ class Filesystem:
 
     def __init__(self, root: Path, *, readable: Sequence[Path] = ()) -> None:
         self.root = Path(os.path.realpath(root))
-        self._readable = tuple(Path(os.path.realpath(path)) for path in readable)
+        self._readable = [Path(os.path.realpath(path)) for path in readable]
 
     def resolve(self, path: str | os.PathLike[str], *, write: bool = False) -> Path:
         """The real path ``path`` names, or `OutsideLocationError`.
@@ -69,6 +69,20 @@ class Filesystem:
         return next((base for base in bases if real.is_relative_to(base)), None)
 
     @contextlib.contextmanager
+    def readable(self, directory: str | os.PathLike[str]) -> Iterator[Path]:
+        """Let reads reach ``directory`` too while the context is open.
+
+        For a trusted plugin's own retained output (a process tool's spool), so
+        a model can page through it like managed output. Never writable.
+        """
+        real = Path(os.path.realpath(directory))
+        self._readable.append(real)
+        try:
+            yield real
+        finally:
+            self._readable.remove(real)
+
+    @contextlib.contextmanager
     def _walk_to_parent(self, real: Path, *, write: bool) -> Iterator[tuple[int, str]]:
         base = self._base(real, write=write)
         if base is None:
@@ -79,10 +93,7 @@ class Filesystem:
         descriptor = os.open(base, _DIRECTORY)
         try:
             for part in parts[:-1]:
-                try:
-                    child = os.open(part, _DIRECTORY, dir_fd=descriptor)
-                except OSError as error:
-                    raise _swapped(real, error) from error
+                child = _open_folder(descriptor, part, real)
                 os.close(descriptor)
                 descriptor = child
             yield descriptor, parts[-1]
@@ -111,6 +122,19 @@ class Filesystem:
         os.set_blocking(descriptor, True)
         return descriptor
 
+    def open_directory(self, path: str | os.PathLike[str] = ".") -> int:
+        """Open a directory for listing; return its descriptor (caller closes it).
+
+        Walked from the root without following symlinks, like `open_read`, so
+        ``os.scandir`` and ``dir_fd=`` opens below it stay inside the Location.
+        """
+        real = self.resolve(path)
+        base = self._base(real, write=False)
+        if real == base:
+            return os.open(real, _DIRECTORY)
+        with self._walk_to_parent(real, write=False) as (parent, name):
+            return _open_folder(parent, name, real)
+
     def read_bytes_sync(self, path: str | os.PathLike[str]) -> bytes:
         """Read a whole regular file inside the Location."""
         with os.fdopen(self.open_read(path), "rb") as file:
@@ -125,6 +149,7 @@ class Filesystem:
         real = self.resolve(path, write=True)
         self._make_parents(real)
         with self._walk_to_parent(real, write=True) as (parent, name):
+            mode: int | None = None
             with contextlib.suppress(FileNotFoundError):
                 existing = os.stat(name, dir_fd=parent, follow_symlinks=False)
                 if not stat.S_ISREG(existing.st_mode):
@@ -132,6 +157,7 @@ class Filesystem:
                         f"{self.relative(real)} exists and is not a regular file; "
                         "write to a plain file path"
                     )
+                mode = stat.S_IMODE(existing.st_mode)
             # A unique temporary name in the same directory, then an atomic rename.
             temporary = f".{name}.{os.urandom(6).hex()}.tmp"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -139,6 +165,8 @@ class Filesystem:
             replaced = False
             try:
                 with os.fdopen(descriptor, "wb") as file:
+                    if mode is not None:
+                        os.fchmod(file.fileno(), mode)  # a replaced script stays executable
                     file.write(data)
                 os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
                 replaced = True
@@ -169,11 +197,32 @@ class Filesystem:
         """A directory inside the Location (for a working directory or a search root)."""
         real = self.resolve(path)
         if not real.is_dir():
+            if not real.exists():
+                raise FileNotFoundError(f"{self.relative(real)} does not exist")
             raise NotADirectoryError(f"{self.relative(real)} is not a directory")
         return real
 
     def __repr__(self) -> str:
         return f"<Filesystem confined to {str(self.root)!r}>"
+
+
+def _open_folder(parent: int, name: str, real: Path) -> int:
+    """Open folder ``name`` under ``parent``, never through a symlink, on the way to ``real``."""
+    try:
+        return os.open(name, _DIRECTORY, dir_fd=parent)
+    except NotADirectoryError as error:
+        # O_DIRECTORY | O_NOFOLLOW says ENOTDIR for a symlink and a file alike.
+        try:
+            link = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        if link:
+            raise _swapped(real, error) from error
+        raise NotADirectoryError(error.errno, f"{name!r} is not a directory", str(real)) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _swapped(real, error) from error
+        raise
 
 
 def _swapped(real: Path, error: OSError) -> OutsideLocationError:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -53,6 +54,11 @@ class PermissionRule:
         return _match(self.action, action) and _match(self.resource, resource)
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    # A named converter, so type checkers see what the fields accept.
+    return tuple(values)
+
+
 @attrs.frozen(kw_only=True)
 class PermissionRequest:
     """What a tool asks permission for.
@@ -63,8 +69,8 @@ class PermissionRequest:
     """
 
     action: str
-    resources: tuple[str, ...] = attrs.field(converter=tuple)
-    always: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    resources: tuple[str, ...] = attrs.field(converter=_strings)
+    always: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     metadata: Mapping[str, Any] = attrs.field(factory=dict)
 
 
@@ -221,12 +227,16 @@ class Permissions:
 
     async def _store(self, saved: Sequence[tuple[str, str]]) -> None:
         if self._file is not None:
-            await anyio.to_thread.run_sync(self._write, list(saved))
+            self._saved = await anyio.to_thread.run_sync(self._write, list(saved))
 
-    def _write(self, saved: list[tuple[str, str]]) -> None:
+    def _write(self, saved: list[tuple[str, str]]) -> list[tuple[str, str]]:
         assert self._file is not None
+        # Another Location on the same root may have saved approvals since we
+        # loaded ours: keep theirs too instead of overwriting them.
+        merged = list(dict.fromkeys([*self._read(), *saved]))
         self._file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        data = {"approvals": [{"action": a, "pattern": p} for a, p in saved]}
-        temporary = self._file.with_suffix(f".{os.getpid()}.tmp")
+        data = {"approvals": [{"action": a, "pattern": p} for a, p in merged]}
+        temporary = self._file.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp")
         temporary.write_text(json.dumps(data, indent=1), encoding="utf-8")
         os.replace(temporary, self._file)
+        return merged

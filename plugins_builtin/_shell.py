@@ -1,0 +1,361 @@
+"""The bash tool: one shell command in its own process group, output bounded and spooled."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.to_thread
+import attrs
+
+import pegboard
+
+from ._capture import Capture
+from ._commands import approval_patterns, simple_commands
+from ._paths import failure, resolve
+
+__all__ = ("BashInput", "Limits", "Shell")
+
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 600.0
+# Read up to this much per wakeup; the pipe is widened to match (Linux).
+_READ_BYTES = 1 << 20
+# After the shell exits, background children may hold its output open.
+_DRAIN_SECONDS = 0.25
+# How often the reading thread looks for cancellation.
+_POLL_MILLISECONDS = 100
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """How the bash tool bounds memory, disk and time."""
+
+    #: Output kept in memory: the first and the last this many bytes.
+    head_bytes: int = 1 << 20
+    tail_bytes: int = 1 << 20
+    #: The most one command's spool file may hold.
+    spool_bytes: int = 1 << 30
+    #: How long a process group has between SIGTERM and SIGKILL.
+    grace_seconds: float = 2.0
+    #: How often progress (with the tail of the output) is reported.
+    progress_seconds: float = 0.5
+    #: How much of the output's tail a progress report carries.
+    progress_bytes: int = 4096
+
+
+@attrs.frozen
+class BashInput:
+    command: str = attrs.field(metadata={"description": "The shell command to run."})
+    timeout: float | None = attrs.field(
+        default=None,
+        metadata={
+            "description": f"Seconds before the command is killed (default "
+            f"{DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})."
+        },
+    )
+    workdir: str | None = attrs.field(
+        default=None,
+        metadata={
+            "description": "The folder to run in, relative to the Location root "
+            "(default: the root)."
+        },
+    )
+
+
+BASH = f"""Run a shell command in the Location and return its output (stdout and stderr together).
+
+The command runs with the Location root (or `workdir`) as its working directory, stdin
+closed, in a process group of its own. After `timeout` seconds (default {DEFAULT_TIMEOUT:g}, at
+most {MAX_TIMEOUT:g}) the whole group is killed; background processes it leaves behind are
+stopped when it finishes. Long output keeps its first and last megabyte here; all of it is
+saved to a file the result names (read and grep can open it)."""
+
+
+class Shell:
+    """The bash tool of one Location, capturing its trusted services."""
+
+    def __init__(
+        self,
+        filesystem: pegboard.Filesystem,
+        permissions: pegboard.Permissions,
+        spool_dir: Path,
+        *,
+        limits: Limits | None = None,
+    ) -> None:
+        self._filesystem = filesystem
+        self._permissions = permissions
+        self._spool_dir = spool_dir
+        self._limits = limits or Limits()
+        self.program = shutil.which("bash") or "/bin/sh"
+
+    def tools(self) -> dict[str, pegboard.Tool]:
+        """The tools by authored name."""
+        return {"bash": pegboard.tool(description=BASH, execute=self.bash, input=BashInput)}
+
+    async def bash(
+        self, input: BashInput, context: pegboard.ToolContext
+    ) -> pegboard.ToolResponse[None]:
+        command = input.command
+        if not command.strip():
+            raise pegboard.ToolFailure("the command is empty; give a shell command to run")
+        timeout = DEFAULT_TIMEOUT if input.timeout is None else input.timeout
+        if not 0 < timeout <= MAX_TIMEOUT:
+            raise pegboard.ToolFailure(
+                f"timeout is in seconds, more than 0 and at most {MAX_TIMEOUT:g}; got {timeout:g}"
+            )
+        workdir = self._workdir(input.workdir)
+        shown = self._filesystem.relative(workdir)
+        parts = simple_commands(command)
+        await self._permissions.ask(
+            pegboard.PermissionRequest(
+                action="bash",
+                resources=[command, *(parts if len(parts) > 1 else ())],
+                always=approval_patterns(command, parts),
+                metadata={"command": command, "workdir": shown, "timeout": timeout},
+            )
+        )
+        capture = Capture(
+            self._spool_dir,
+            head_bytes=self._limits.head_bytes,
+            tail_bytes=self._limits.tail_bytes,
+            spool_bytes=self._limits.spool_bytes,
+        )
+        started = anyio.current_time()
+        returncode, timed_out = await self._run(command, workdir, timeout, capture, context)
+        return _response(
+            capture,
+            returncode,
+            timed_out=timed_out,
+            timeout=timeout,
+            seconds=anyio.current_time() - started,
+            workdir=shown,
+        )
+
+    def _workdir(self, workdir: str | None) -> Path:
+        real = resolve(self._filesystem, "." if workdir is None else workdir)
+        try:
+            return self._filesystem.directory(real)
+        except OSError as error:
+            raise failure(error, workdir or ".", self._filesystem) from None
+
+    async def _run(
+        self,
+        command: str,
+        workdir: Path,
+        timeout: float,  # noqa: ASYNC109 - a timeout here is a result to report, not an error
+        capture: Capture,
+        context: pegboard.ToolContext,
+    ) -> tuple[int, bool]:
+        """Run ``command`` to its end, its timeout or cancellation; return (code, timed out).
+
+        Whatever happens, the process group is gone and the spool closed when
+        this returns or raises; cancellation propagates.
+        """
+        reader, writer = os.pipe()
+        try:
+            _widen(writer)
+            os.set_blocking(reader, False)
+            try:
+                process = await anyio.open_process(
+                    [self.program, "-c", command],
+                    cwd=workdir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=writer,
+                    stderr=writer,
+                    start_new_session=True,  # a process group to kill as one
+                )
+            except OSError as error:
+                raise pegboard.ToolFailure(
+                    f"cannot start {self.program}: {error.strerror or error}"
+                ) from None
+            finally:
+                os.close(writer)  # the output ends when the group's last writer does
+            finished = False
+            try:
+                with anyio.move_on_after(timeout) as deadline:
+                    await self._pump(reader, process, capture, context)
+                finished = True
+            finally:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await _stop(process, self._limits.grace_seconds)
+                    finally:
+                        if finished:
+                            capture.close()
+                        else:
+                            capture.discard()  # cancelled: no result will name the spool
+            return await process.wait(), deadline.cancelled_caught
+        finally:
+            os.close(reader)
+
+    async def _pump(
+        self,
+        reader: int,
+        process: anyio.abc.Process,
+        capture: Capture,
+        context: pegboard.ToolContext,
+    ) -> None:
+        """Capture the output until it ends (or soon after the shell exits), reporting progress."""
+        pipe = _Pipe(reader, capture)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._report, capture, context)
+            group.start_soon(_end_after_exit, process, pipe)
+            # Reading and spooling in one worker thread keeps pace with `cat`;
+            # a limiter of its own, so long commands never starve other threads.
+            await anyio.to_thread.run_sync(pipe.drain, limiter=anyio.CapacityLimiter(1))
+            await process.wait()
+            group.cancel_scope.cancel()
+
+    async def _report(self, capture: Capture, context: pegboard.ToolContext) -> None:
+        """Report progress a few times a second while output grows."""
+        reported = 0
+        while True:
+            await anyio.sleep(self._limits.progress_seconds)
+            if capture.total == reported:
+                continue
+            reported = capture.total
+            recent = capture.recent(self._limits.progress_bytes).decode("utf-8", "replace")
+            await context.progress(
+                pegboard.Progress(message=f"{reported:,} bytes of output so far", content=recent)
+            )
+
+
+class _Pipe:
+    """The read end of the output pipe, drained into a capture by a worker thread."""
+
+    def __init__(self, descriptor: int, capture: Capture) -> None:
+        self._descriptor = descriptor
+        self._capture = capture
+        #: When to stop waiting for the end of the output (monotonic seconds).
+        self.stop_at: float | None = None
+
+    def drain(self) -> None:
+        """Read until the output ends or `stop_at` passes; cancellable at every chunk."""
+        poller = select.poll()
+        poller.register(self._descriptor, select.POLLIN)
+        while self.stop_at is None or time.monotonic() < self.stop_at:
+            anyio.from_thread.check_cancelled()
+            try:
+                chunk = os.read(self._descriptor, _READ_BYTES)
+            except BlockingIOError:  # nothing yet: wait a little, then look again
+                poller.poll(_POLL_MILLISECONDS)
+                continue
+            if not chunk:
+                return
+            self._capture.feed(chunk)
+
+
+async def _end_after_exit(process: anyio.abc.Process, pipe: _Pipe) -> None:
+    await process.wait()
+    pipe.stop_at = time.monotonic() + _DRAIN_SECONDS
+
+
+def _widen(descriptor: int) -> None:
+    # A 1 MiB pipe lets a fast writer fill it while we read: ~2x the
+    # throughput of the default 64 KiB. Best effort, Linux only.
+    setting = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setting is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(descriptor, setting, _READ_BYTES)
+
+
+def _signal_group(group: int, number: int) -> bool:
+    """Send ``number`` to process group ``group``; False if no process is left in it."""
+    try:
+        os.killpg(group, number)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member we may not signal (a setuid program) is left
+        return True
+    return True
+
+
+async def _stop(process: anyio.abc.Process, grace: float) -> None:
+    """End the process group: SIGTERM, then SIGKILL after ``grace`` seconds; reap the shell."""
+    group = process.pid  # start_new_session made the shell its group's leader
+    if _signal_group(group, signal.SIGTERM):
+        with anyio.move_on_after(grace):
+            await process.wait()
+            # Nothing signals a process group's end; it is polled, briefly.
+            while _signal_group(group, 0):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        _signal_group(group, signal.SIGKILL)
+    await process.wait()
+    await process.aclose()
+
+
+def _response(
+    capture: Capture,
+    returncode: int,
+    *,
+    timed_out: bool,
+    timeout: float,
+    seconds: float,
+    workdir: str,
+) -> pegboard.ToolResponse[None]:
+    head, tail = capture.head, capture.tail
+    shown = len(head) + len(tail)
+    if capture.total > shown:
+        omitted = capture.total - shown
+        text = (
+            f"{head.decode('utf-8', 'replace')}\n[… {omitted:,} bytes of output omitted here …]\n"
+            f"{tail.decode('utf-8', 'replace')}"
+        )
+    else:
+        text = (head + tail).decode("utf-8", "replace") or "(no output)"
+    notes = [_ending(returncode, timed_out=timed_out, timeout=timeout)]
+    if capture.total > shown:
+        notes.append(_accounting(capture, len(head), len(tail)))
+    metadata: dict[str, Any] = {
+        "exit_code": returncode if returncode >= 0 else None,
+        "signal": _signal_name(-returncode) if returncode < 0 else None,
+        "timed_out": timed_out,
+        "output_bytes": capture.total,
+        "kept_bytes": shown,
+        "spooled_bytes": capture.spooled,
+        "lost_bytes": capture.lost,
+        "spool": None if capture.spool is None else str(capture.spool),
+        "seconds": round(seconds, 3),
+        "workdir": workdir,
+    }
+    content = text.removesuffix("\n") + "\n\n" + "\n".join(f"({note})" for note in notes)
+    return pegboard.ToolResponse(content=content, metadata=metadata)
+
+
+def _ending(returncode: int, *, timed_out: bool, timeout: float) -> str:
+    if timed_out:
+        how = f"killed by {_signal_name(-returncode)}" if returncode < 0 else f"exit {returncode}"
+        return f"timed out after {timeout:g} s: the process group was stopped ({how})"
+    if returncode < 0:
+        return f"killed by {_signal_name(-returncode)}"
+    return f"exit code {returncode}"
+
+
+def _accounting(capture: Capture, head: int, tail: int) -> str:
+    total = capture.total
+    kept = f"output: {total:,} bytes; shown here: the first {head:,} and the last {tail:,}"
+    if capture.spool is not None and capture.spooled == total:
+        return f"{kept}; all {total:,} bytes are saved in {capture.spool}"
+    spool = ""
+    if capture.spool is not None:
+        spool = f"; {capture.spool} holds the first {capture.spooled:,} bytes"
+    why = f" ({capture.spool_error})" if capture.spool_error else ""
+    return f"{kept}{spool}; {capture.lost:,} bytes were lost{why}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

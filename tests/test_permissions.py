@@ -1,0 +1,262 @@
+"""The permission service: ordered rules, the host's approver and saved approvals."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+import pegboard
+
+pytestmark = pytest.mark.anyio
+
+Answer = Literal["once", "always"] | pegboard.Reject
+
+
+def rules(*triples: tuple[str, str, str]) -> list[dict[str, str]]:
+    return [{"action": a, "resource": r, "effect": e} for a, r, e in triples]
+
+
+def request(
+    action: str, *resources: str, always: tuple[str, ...] = ()
+) -> pegboard.PermissionRequest:
+    return pegboard.PermissionRequest(action=action, resources=resources, always=always)
+
+
+class Approver:
+    """Answers from a script and records what it was asked."""
+
+    def __init__(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+        self.asked: list[pegboard.PermissionRequest] = []
+
+    async def __call__(self, asked: pegboard.PermissionRequest) -> Answer:
+        self.asked.append(asked)
+        return self.answers.pop(0)
+
+
+def test_the_last_matching_rule_wins() -> None:
+    """Rules are read in order; a later match overrides an earlier one."""
+    permissions = pegboard.Permissions(
+        rules(("bash", "*", "allow"), ("bash", "rm *", "deny"), ("bash", "rm -i *", "ask"))
+    )
+    assert "allow" == permissions.evaluate("bash", "ls -la")
+    assert "deny" == permissions.evaluate("bash", "rm -rf build")
+    assert "ask" == permissions.evaluate("bash", "rm -i notes")
+
+
+def test_no_matching_rule_means_ask() -> None:
+    """A request no rule covers is asked about."""
+    permissions = pegboard.Permissions(rules(("read", "*", "allow")))
+    assert "ask" == permissions.evaluate("edit", "notes.txt")
+    assert "ask" == pegboard.Permissions().evaluate("read", "notes.txt")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "matches"),
+    [
+        ("*", "anything at all", True),
+        ("src/*", "src/deep/file.py", True),
+        ("src/*", "docs/file.py", False),
+        ("?.txt", "a.txt", True),
+        ("?.txt", "ab.txt", False),
+        ("file.[ch]", "file.[ch]", True),
+        ("file.[ch]", "file.c", False),
+        ("git *", "git status", True),
+        ("git *", "git", True),
+        ("git *", "gitk", False),
+        ("git*", "gitk", True),
+    ],
+)
+def test_wildcards(pattern: str, value: str, matches: bool) -> None:
+    """'*' matches any run, '?' one character, other characters themselves;
+    a trailing ' *' also matches the bare command."""
+    rule = pegboard.PermissionRule("bash", pattern, "allow")
+    assert matches == rule.matches("bash", value)
+
+
+def test_actions_match_with_wildcards_too() -> None:
+    """The action is a pattern as well."""
+    rule = pegboard.PermissionRule("*", "secrets/*", "deny")
+    assert rule.matches("read", "secrets/key")
+    assert rule.matches("grep", "secrets/key")
+
+
+def test_bad_rules_are_refused_by_position() -> None:
+    """A rule that is not {action, resource, effect} or has a bad effect is a clear error."""
+    with pytest.raises(ValueError, match=r"permissions\[1\] must be \{action, resource, effect\}"):
+        pegboard.Permissions([*rules(("read", "*", "allow")), {"action": "read"}])
+    with pytest.raises(ValueError, match="'allow', 'deny' or 'ask', not 'maybe'"):
+        pegboard.Permissions(rules(("read", "*", "maybe")))
+
+
+async def test_bad_rules_fail_the_location(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """host.location reports bad rules as a ConfigError naming permissions=."""
+    with pytest.raises(pegboard.ConfigError, match="permissions="):
+        async with host.location(workspace, permissions=[{"action": "read"}], storage=storage_dir):
+            pytest.fail("the Location must not open")
+
+
+async def test_allow_needs_no_approver() -> None:
+    """An allowed request returns without asking anyone."""
+    approver = Approver()
+    permissions = pegboard.Permissions(rules(("read", "*", "allow")), approver=approver)
+    await permissions.ask(request("read", "a.txt"))
+    assert [] == approver.asked
+
+
+async def test_deny_is_a_tool_failure_naming_what_was_denied() -> None:
+    """A deny rule fails the call with a model-visible message; nobody is asked."""
+    approver = Approver("once")
+    permissions = pegboard.Permissions(rules(("edit", ".env", "deny")), approver=approver)
+    with pytest.raises(pegboard.ToolFailure, match=r"permission denied: edit on \.env"):
+        await permissions.ask(request("edit", "notes.txt", ".env"))
+    assert [] == approver.asked
+
+
+async def test_ask_once_allows_this_request_only(tmp_path: Path) -> None:
+    """'once' allows the request; the next one is asked again."""
+    approver = Approver("once", "once")
+    permissions = pegboard.Permissions(approver=approver, approvals_file=tmp_path / "a.json")
+    await permissions.ask(request("read", "a.txt"))
+    await permissions.ask(request("read", "a.txt"))
+    assert 2 == len(approver.asked)
+    assert not (tmp_path / "a.json").exists()
+
+
+async def test_ask_always_saves_the_always_patterns(tmp_path: Path) -> None:
+    """'always' saves the request's always patterns; matching requests are not asked again."""
+    approver = Approver("always")
+    permissions = pegboard.Permissions(approver=approver, approvals_file=tmp_path / "a.json")
+    await permissions.ask(request("bash", "git status", always=("git *",)))
+    await permissions.ask(request("bash", "git log"))
+    await permissions.ask(request("bash", "git"))
+    assert 1 == len(approver.asked)
+    saved = json.loads((tmp_path / "a.json").read_text())
+    assert {"approvals": [{"action": "bash", "pattern": "git *"}]} == saved
+
+
+async def test_always_without_patterns_saves_the_resources(tmp_path: Path) -> None:
+    """Without always patterns, 'always' approves exactly the resources asked about."""
+    approver = Approver("always", "once")
+    permissions = pegboard.Permissions(approver=approver, approvals_file=tmp_path / "a.json")
+    await permissions.ask(request("read", "a.txt"))
+    await permissions.ask(request("read", "a.txt"))
+    await permissions.ask(request("read", "b.txt"))
+    assert ["a.txt", "b.txt"] == [asked.resources[0] for asked in approver.asked]
+
+
+async def test_a_saved_approval_is_for_its_action_only(tmp_path: Path) -> None:
+    """Approving 'read' always does not approve 'edit'."""
+    approver = Approver("always", "once")
+    permissions = pegboard.Permissions(approver=approver, approvals_file=tmp_path / "a.json")
+    await permissions.ask(request("read", "a.txt"))
+    await permissions.ask(request("edit", "a.txt"))
+    assert ["read", "edit"] == [asked.action for asked in approver.asked]
+
+
+async def test_deny_beats_a_saved_always(tmp_path: Path) -> None:
+    """A resource approved 'always' earlier is still refused once a rule denies it."""
+    file = tmp_path / "a.json"
+    await pegboard.Permissions(approver=Approver("always"), approvals_file=file).ask(
+        request("bash", "rm -rf build", always=("rm *",))
+    )
+    denying = pegboard.Permissions(rules(("bash", "rm *", "deny")), approvals_file=file)
+    with pytest.raises(pegboard.ToolFailure, match="denied"):
+        await denying.ask(request("bash", "rm -rf build"))
+
+
+async def test_reject_with_a_message_is_a_tool_failure_carrying_it() -> None:
+    """The user's feedback reaches the model as the failure's message."""
+    permissions = pegboard.Permissions(approver=Approver(pegboard.Reject("use git mv instead")))
+    with pytest.raises(pegboard.ToolFailure, match="rejected bash: use git mv instead"):
+        await permissions.ask(request("bash", "mv a b"))
+
+
+@pytest.mark.parametrize("reject", [pegboard.Reject(), pegboard.Reject("")])
+async def test_reject_without_a_message_stops_the_call(reject: pegboard.Reject) -> None:
+    """A bare reject is no model-visible failure: it raises PermissionRejected."""
+    permissions = pegboard.Permissions(approver=Approver(reject))
+    with pytest.raises(pegboard.PermissionRejected, match="rejected bash"):
+        await permissions.ask(request("bash", "mv a b"))
+
+
+async def test_no_approver_and_ask_means_reject() -> None:
+    """Without an approver, a request that needs asking is rejected operationally."""
+    with pytest.raises(pegboard.PermissionRejected, match="no approver"):
+        await pegboard.Permissions().ask(request("read", "a.txt"))
+
+
+async def test_a_strange_answer_is_a_clear_error() -> None:
+    """An approver must answer 'once', 'always' or Reject."""
+    permissions = pegboard.Permissions(approver=Approver("yes"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"answer 'once', 'always' or pegboard\.Reject"):
+        await permissions.ask(request("read", "a.txt"))
+
+
+async def test_a_request_names_a_resource() -> None:
+    """An empty request is a programming error, not a question for the user."""
+    with pytest.raises(ValueError, match="at least one resource"):
+        await pegboard.Permissions().ask(request("read"))
+
+
+async def test_always_persists_across_locations_on_the_same_root(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, tmp_path: Path
+) -> None:
+    """An 'always' given in one Location holds in the next one on the same root, not elsewhere."""
+    first = Approver("always")
+    async with host.location(workspace, approver=first, storage=storage_dir) as location:
+        await location.permissions.ask(request("bash", "make test", always=("make *",)))
+    second = Approver()
+    async with host.location(workspace, approver=second, storage=storage_dir) as location:
+        await location.permissions.ask(request("bash", "make lint"))
+    assert [] == second.asked
+    other = tmp_path / "other"
+    other.mkdir()
+    third = Approver("once")
+    async with host.location(other, approver=third, storage=storage_dir) as location:
+        await location.permissions.ask(request("bash", "make lint"))
+    assert 1 == len(third.asked)
+
+
+async def test_approvals_saved_by_two_open_locations_are_both_kept(tmp_path: Path) -> None:
+    """Two services on one file, each saving after the other loaded: neither save is lost."""
+    file = tmp_path / "a.json"
+    one = pegboard.Permissions(approver=Approver("always", "always"), approvals_file=file)
+    two = pegboard.Permissions(approver=Approver("always"), approvals_file=file)
+    await one.ask(request("read", "warm-up.txt", always=("docs/*",)))
+    await two.ask(request("bash", "ls", always=("ls *",)))
+    await one.ask(request("bash", "make", always=("make *",)))
+    patterns = {item["pattern"] for item in json.loads(file.read_text())["approvals"]}
+    assert {"docs/*", "ls *", "make *"} == patterns
+
+
+async def test_unreadable_saved_approvals_are_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A corrupt approvals file grants nothing and is reported."""
+    file = tmp_path / "a.json"
+    file.write_text("{not json")
+    approver = Approver("once")
+    with caplog.at_level(logging.WARNING, logger="pegboard"):
+        await pegboard.Permissions(approver=approver, approvals_file=file).ask(
+            request("read", "a.txt")
+        )
+    assert 1 == len(approver.asked)
+    assert "ignoring unreadable saved approvals" in caplog.text
+
+
+async def test_the_approver_sees_the_whole_request() -> None:
+    """Action, resources, always patterns and metadata reach the approver unchanged."""
+    approver = Approver("once")
+    asked = pegboard.PermissionRequest(
+        action="edit", resources=["a.txt"], always=["*"], metadata={"diff": "+x"}
+    )
+    await pegboard.Permissions(approver=approver).ask(asked)
+    assert [asked] == approver.asked
+    assert ("a.txt",) == asked.resources
