@@ -57,7 +57,7 @@ def show(outcome: pegboard.Outcome) -> str:
 async def main() -> None:
     host = pegboard.Host()
     with tempfile.TemporaryDirectory() as workspace:
-        async with host.location(workspace) as location:
+        async with host.location(workspace, plugins=[]) as location:
             location.tools.register({"add": add, "word count": word_count})
             request = location.prepare()
             print("advertised:", [definition.name for definition in request.definitions])

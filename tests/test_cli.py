@@ -248,3 +248,21 @@ def test_every_option_is_documented() -> None:
             missing += [f"{name} {option}" for option in action.option_strings
                         if option not in ("-h", "--help") and f"`{option}" not in body]  # fmt: skip
     assert [] == missing
+
+
+def test_the_readme_main_job_runs_on_this_repository(environment: dict[str, str]) -> None:
+    """The pegboard commands in the README's first set-up command succeed here."""
+    import re
+    import shlex
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    command = re.search(r"```sh\n(python3 -m venv .*?)\n```", readme)
+    assert command is not None
+    steps = [shlex.split(step) for step in command.group(1).split(" && ")]
+    runs = [step[1:] for step in steps if step[0].endswith("/pegboard")]
+    assert [["tools"], ["call", "grep"]] == [run[:2] for run in runs]
+    for run in runs:
+        result = pegboard(environment, *run, "--location", str(root))
+        assert 0 == result.returncode, result.stderr
+    assert "class Location" in result.stdout
