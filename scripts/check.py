@@ -1,12 +1,14 @@
 """Run every check pegboard carries: ruff, mypy strict, then the test suite.
 
-Creates ``.venv`` and installs pegboard with its test dependencies first, so a
-fresh clone needs only ``python3``. Extra arguments go to pytest.
+Creates ``.venv`` and installs pegboard with its test dependencies, and the
+example plugin in ``examples/pegboard-tabular``, first, so a fresh clone needs
+only ``python3``. Extra arguments go to pytest.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -15,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+EXAMPLE = ROOT / "examples" / "pegboard-tabular"
 
 
 def run(*command: str | os.PathLike[str]) -> None:
@@ -30,6 +33,11 @@ def main() -> None:
     pip = [BIN / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     # Strict editable mode links real files, so mypy can follow the package.
     run(*pip, "--config-settings", "editable_mode=strict", "-e", ".[test]")
+    # The example plugin, installed as a user would (not editable), so its tests
+    # and the conformance kit find it through its real entry point. A stale
+    # build/ would ship modules the example no longer has.
+    shutil.rmtree(EXAMPLE / "build", ignore_errors=True)
+    run(*pip, EXAMPLE)
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")

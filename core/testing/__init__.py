@@ -1,3 +1,61 @@
-"""Tools for plugin authors to check their plugins keep pegboard's laws."""
+"""The conformance kit: check that a plugin keeps pegboard's laws, in pytest or a shell.
 
-__all__ = ()
+Subclass `PluginConformance` in a test suite, or run ``pegboard check PLUGIN``
+(`run_cli`); both run the same checks (`run_checks`, `check`). The pytest
+fixtures live in `pegboard.testing.fixtures`, loaded through the ``pytest11``
+entry point.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._checks import check, check_names, run_checks
+    from ._cli import run_cli
+    from ._conformance import PluginConformance
+    from ._report import CheckResult, Problem, Report
+    from ._runner import FakeRunner
+    from ._subject import Example
+
+__all__ = (
+    "CheckResult",
+    "Example",
+    "FakeRunner",
+    "PluginConformance",
+    "Problem",
+    "Report",
+    "check",
+    "check_names",
+    "run_checks",
+    "run_cli",
+)
+
+# pytest imports this package in every session (for the fixtures), so the kit
+# itself is imported on first use, not then.
+_HOMES = {
+    "CheckResult": "._report",
+    "Example": "._subject",
+    "FakeRunner": "._runner",
+    "PluginConformance": "._conformance",
+    "Problem": "._report",
+    "Report": "._report",
+    "check": "._checks",
+    "check_names": "._checks",
+    "run_checks": "._checks",
+    "run_cli": "._cli",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,244 @@
+"""The checks' workbench: a host, fresh seeded Locations, and calls seen from inside."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+import attrs
+
+import pegboard
+from pegboard import hookimpl
+
+from ._report import NotJudged
+from ._subject import Subject, seed_files
+
+__all__ = ("Bench", "CallResult", "CallTimeout", "Opened", "describe_error", "describe_outcome")
+
+#: The kit's own plugin, enabled before the plugin under test, so its
+#: ``execute_after`` hook sees each call's outcome before the plugin's hooks can
+#: replace it. That keeps a broken hook from being blamed on the tool.
+_OBSERVER = "pegboard-check-observer"
+_ALLOW_ALL = ({"action": "*", "resource": "*", "effect": "allow"},)
+_SETUP_PHASES = ("import", "options", "activation")
+
+
+class CallTimeout(TimeoutError):  # noqa: N818 - reads as what happened
+    """A call did not settle within the subject's timeout."""
+
+
+class _Observer:
+    def __init__(self) -> None:
+        self.seen: dict[str, pegboard.Outcome] = {}
+
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> None:
+        self.seen[event.call.call_id] = event.outcome
+
+
+class _MetadataWarnings(logging.Handler):
+    """Keeps pegboard's warnings about metadata the pipeline dropped."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("dropped metadata"):
+            self.messages.append(message)
+
+
+@contextlib.contextmanager
+def _watch_metadata() -> Iterator[_MetadataWarnings]:
+    logger = logging.getLogger("pegboard")
+    handler = _MetadataWarnings()
+    level = logger.level
+    logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.WARNING):
+        logger.setLevel(logging.WARNING)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+async def _approve_once(request: pegboard.PermissionRequest) -> Literal["once"]:
+    return "once"
+
+
+async def _never_answer(request: pegboard.PermissionRequest) -> Literal["once"]:
+    await anyio.sleep_forever()
+    return "once"  # never reached: the call is cancelled while it waits here
+
+
+async def _ignore(progress: pegboard.Progress) -> None:
+    return None
+
+
+@attrs.frozen
+class CallResult:
+    """One call as the kit saw it.
+
+    ``own`` is the outcome the call settled into before any hook of the plugin
+    under test ran (``None`` if it never settled), ``final`` what
+    ``request.execute`` returned and ``error`` what it raised instead;
+    ``dropped`` holds pegboard's warnings about metadata dropped from the call.
+    """
+
+    tool: str
+    input: object
+    own: pegboard.Outcome | None
+    final: pegboard.Outcome | None
+    error: Exception | None
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def tool_error(self) -> Exception | None:
+        """What the call raised before it settled: the tool's (or its codec's) doing."""
+        return self.error if self.own is None else None
+
+    @property
+    def hook_error(self) -> Exception | None:
+        """What the call raised after it settled: an ``execute_after`` hook's doing."""
+        return self.error if self.own is not None else None
+
+
+@attrs.frozen
+class Opened:
+    """An open Location and its root folder."""
+
+    location: pegboard.Location
+    root: Path
+
+    def definitions(self) -> dict[str, pegboard.ToolDefinition]:
+        """What a request prepared now advertises, by name."""
+        return {definition.name: definition for definition in self.location.prepare().definitions}
+
+    def tools(self) -> dict[str, pegboard.ToolDefinition]:
+        """`definitions`, or `NotJudged` when there are none to judge."""
+        found = self.definitions()
+        if not found:
+            raise NotJudged("the plugin registered no tools; see activation")
+        return found
+
+
+class Bench:
+    """One host with the plugin under test installed, and a folder for Locations.
+
+    Every Location it opens gets a fresh root seeded with the subject's files,
+    the same managed storage, and permissions that allow everything (or, with
+    ``blocking=True``, no rules and an approver that never answers, so a tool
+    that asks is left waiting).
+    """
+
+    def __init__(self, subject: Subject, directory: Path) -> None:
+        self.subject = subject
+        self.directory = directory
+        self.storage = directory / "storage"
+        self.host = pegboard.Host(strict=False, activation_timeout=subject.timeout)
+        self._observer = _Observer()
+        self.host.add_plugin(_OBSERVER, self._observer)
+        self.name = subject.install(self.host)
+        self._folders = itertools.count(1)
+        self._calls = itertools.count(1)
+
+    async def seed(self, label: str) -> Path:
+        """A fresh root folder holding the subject's files."""
+        root = self.directory / f"{next(self._folders):02d}-{label}" / "location"
+        await anyio.to_thread.run_sync(seed_files, root, self.subject.files)
+        return root
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, label: str, *, require_active: bool = True, blocking: bool = False
+    ) -> AsyncIterator[Opened]:
+        """Open a fresh Location with the observer and the plugin under test enabled.
+
+        With ``require_active`` (the default) a plugin that did not activate
+        makes the calling check `NotJudged`: the activation check reports it.
+        """
+        root = await self.seed(label)
+        spec = {"name": self.name, "options": dict(self.subject.options)}
+        async with self.host.location(
+            root,
+            plugins=[_OBSERVER, spec],
+            trusted=[self.name] if self.subject.trusted else [],
+            storage=self.storage,
+            permissions=() if blocking else _ALLOW_ALL,
+            approver=_never_answer if blocking else _approve_once,
+        ) as location:
+            if require_active:
+                problem = self.setup_error(location)
+                if problem is not None:
+                    raise NotJudged(f"the plugin did not activate ({problem}); see activation")
+            yield Opened(location, root)
+
+    def setup_error(self, location: pegboard.Location) -> str | None:
+        """Why the plugin is not active in ``location``, or ``None`` if it is."""
+        for error in location.plugin_errors:
+            if error.plugin == self.name and error.phase in _SETUP_PHASES:
+                return f"{error.phase}: {error.message}"
+        if self.name not in location.plugins:
+            return "it is not among the Location's active plugins"
+        return None
+
+    def context(
+        self, progress: Callable[[pegboard.Progress], Awaitable[None]] | None = None
+    ) -> pegboard.ToolContext:
+        """A runner context with a call ID no other call of this bench has."""
+        serial = next(self._calls)
+        return pegboard.ToolContext(
+            session_id="pegboard-check",
+            agent="pegboard-check",
+            message_id=f"message-{serial}",
+            call_id=f"call-{serial}",
+            progress=progress or _ignore,
+        )
+
+    async def call(
+        self,
+        opened: Opened,
+        tool: str,
+        input: Mapping[str, Any] | str,
+        *,
+        request: pegboard.Request | None = None,
+    ) -> CallResult:
+        """Execute one call; whatever happens is returned, never raised."""
+        context = self.context()
+        request = opened.location.prepare() if request is None else request
+        final: pegboard.Outcome | None = None
+        error: Exception | None = None
+        with _watch_metadata() as dropped, anyio.move_on_after(self.subject.timeout) as waited:
+            try:
+                final = await request.execute(pegboard.ToolCall(tool, input, context))
+            except Exception as caught:  # noqa: BLE001 - what a call raises is a finding
+                error = caught
+        if waited.cancelled_caught:
+            error = CallTimeout(f"the call did not settle within {self.subject.timeout:g} s")
+        own = self._observer.seen.pop(context.call_id, None)
+        return CallResult(tool, input, own, final, error, tuple(dropped.messages))
+
+    def forget(self, call_id: str) -> pegboard.Outcome | None:
+        """The observed outcome of ``call_id``, removed from the record."""
+        return self._observer.seen.pop(call_id, None)
+
+
+def describe_outcome(outcome: pegboard.Outcome) -> str:
+    """``completed`` or ``failed (kind): message``, for messages."""
+    if isinstance(outcome, pegboard.Completed):
+        return "completed"
+    return f"failed ({outcome.error.kind}): {outcome.error.message}"
+
+
+def describe_error(error: BaseException) -> str:
+    """An exception as ``Type: message``."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,0 +1,583 @@
+"""The conformance kit catches what it claims: each broken plugin fails exactly its check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+import pegboard
+from pegboard import hookimpl
+from pegboard.testing import Example, check, check_names, run_cli
+
+pytest_plugins = ["pytester"]
+#: Inner pytest runs skip plugins they do not need (hypothesis' is slow to start).
+QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@attrs.frozen
+class NoteInput:
+    text: str = attrs.field(metadata={"description": "The note"})
+
+
+@attrs.frozen
+class NoteOutput:
+    words: int
+
+
+async def count_words(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    """A well-behaved tool: reports progress (it awaits), returns output and metadata."""
+    await context.progress(pegboard.Progress(message="counting"))
+    words = len(input.text.split())
+    return pegboard.ToolResponse(output=NoteOutput(words), metadata={"characters": len(input.text)})
+
+
+def count_tool(execute: Callable[..., Any] = count_words, **overrides: Any) -> pegboard.Tool:
+    settings: dict[str, Any] = {
+        "description": "Count the words of a note.",
+        "input": NoteInput,
+        "output": NoteOutput,
+    }
+    settings.update(overrides)
+    return pegboard.tool(execute=execute, **settings)
+
+
+EXAMPLES = (
+    Example(tool="notes_count", input={"text": "buy milk"}),
+    Example(tool="notes_count", input='{"text": 7}', expect="invalid_input"),
+)
+
+
+class Good:
+    """Registers its tools per Location, tears down, and has well-behaved hooks."""
+
+    def __init__(self, make: Callable[[], Mapping[str, pegboard.Tool]] | None = None) -> None:
+        self.make = make or (lambda: {"count": count_tool()})
+        self.active = 0
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        tools.register(self.make(), namespace="notes")
+        self.active += 1
+        yield
+        self.active -= 1
+
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> pegboard.Outcome | None:
+        return None
+
+    @hookimpl
+    def prepare_request(self, definitions: list[pegboard.ToolDefinition]) -> None:
+        pass
+
+
+# --- activation ---------------------------------------------------------------------------
+
+
+class RegistersNothing:
+    @hookimpl
+    def activate_location(self, tools: pegboard.Tools) -> None:
+        count_tool()  # built, never registered
+
+
+class KeepsTheFirstTools:
+    """Keeps the first Location's Tools and registers through it ever after."""
+
+    def __init__(self) -> None:
+        self.tools: pegboard.Tools | None = None
+
+    @hookimpl
+    def activate_location(self, tools: pegboard.Tools) -> None:
+        self.tools = self.tools or tools
+        self.tools.register({"count": count_tool()}, namespace="notes")
+
+
+# --- teardown -----------------------------------------------------------------------------
+
+
+class AnnouncesToPeers(Good):
+    """Offers each open Location a tool for every other one, and never takes it back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[pegboard.Tools] = []
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        tools.register({"count": count_tool()}, namespace="notes")
+        for peer in self.open:
+            peer.register({f"peer_{len(self.open)}": count_tool()}, namespace="notes")
+        self.open.append(tools)
+        yield
+        self.open.remove(tools)
+
+
+class FailsTeardown(Good):
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        tools.register({"count": count_tool()}, namespace="notes")
+        yield
+        raise OSError("could not flush the notes index")
+
+
+# --- isolation ----------------------------------------------------------------------------
+
+
+class SharedNotes(Good):
+    """Keeps notes on the plugin object: every Location sees every other's notes."""
+
+    notes: list[str] = []  # noqa: RUF012 - the shared state is the bug under test
+
+    def __init__(self) -> None:
+        async def add(input: NoteInput, context: pegboard.ToolContext) -> str:
+            self.notes.append(input.text)
+            return f"{len(self.notes)} notes"
+
+        super().__init__(
+            lambda: {"count": pegboard.tool(description="Add.", execute=add, input=NoteInput)}
+        )
+
+
+class CountsLocations(Good):
+    """Names an extra tool after how many Locations it has seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        self.seen += 1
+        tools.register({"count": count_tool(), f"n{self.seen}": count_tool()}, namespace="notes")
+        yield
+
+
+# --- definitions --------------------------------------------------------------------------
+
+
+class ColumnsCodec:
+    """An input codec whose schema is filled in with a Location's columns at activation."""
+
+    def __init__(self) -> None:
+        self.schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+            "additionalProperties": False,
+        }
+        self.checked = pegboard.SchemaCodec(self.schema)
+
+    @property
+    def json_schema(self) -> Mapping[str, Any]:
+        return self.schema
+
+    def decode(self, raw: Any) -> NoteInput:
+        return NoteInput(**self.checked.decode(raw))
+
+    def encode(self, value: Any) -> Any:
+        return self.checked.encode(attrs.asdict(value))
+
+
+class EnrichesItsSchema(Good):
+    def __init__(self) -> None:
+        self.codec = ColumnsCodec()
+        made = count_tool(input=self.codec)  # checked now, while the schema is valid
+        super().__init__(lambda: {"count": made})
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        # The mistake: "enum" must be an array, and the tool's schema was checked already.
+        self.codec.schema["properties"]["text"]["enum"] = ",".join(["buy milk", "call mum"])
+        tools.register(self.make(), namespace="notes")
+        yield
+
+
+class Shadows(Good):
+    """Registers a tool as ``read``, without a namespace."""
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        tools.register({"notes_count": count_tool(), "read": count_tool()})
+        yield
+
+
+def description_from_an_empty_file() -> str:
+    return "\ufeff"  # an empty file saved with a byte-order mark, read as utf-8
+
+
+# --- examples -----------------------------------------------------------------------------
+
+
+async def returns_a_dict(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    return {"words": len(input.text.split())}  # not a NoteOutput
+
+
+class LaxOutputCodec:
+    """An output codec that advertises a schema and never checks against it."""
+
+    json_schema: Mapping[str, Any] = pegboard.FrozenDict(
+        {"type": "object", "properties": {"words": {"type": "integer"}}, "required": ["words"]}
+    )
+
+    def decode(self, raw: Any) -> Any:
+        return raw
+
+    def encode(self, value: Any) -> Any:
+        return {"words": str(value.words)}  # a string where the schema says integer
+
+
+async def raises_key_error(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    raise KeyError("text")
+
+
+# --- metadata -----------------------------------------------------------------------------
+
+
+async def metadata_list(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    return pegboard.ToolResponse(output=NoteOutput(2), metadata=["not", "an", "object"])  # type: ignore[arg-type]
+
+
+async def metadata_copy(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    return pegboard.ToolResponse(output=NoteOutput(2), metadata={"words": 2})
+
+
+# --- cancellation -------------------------------------------------------------------------
+
+
+async def swallows_cancellation(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    try:
+        await context.progress(pegboard.Progress(message="counting"))
+    except BaseException:  # noqa: BLE001 - the broken behaviour under test
+        return NoteOutput(0)
+    return NoteOutput(len(input.text.split()))
+
+
+async def converts_cancellation(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    try:
+        await anyio.sleep(0.05)
+    except BaseException as error:  # the broken behaviour under test
+        raise RuntimeError("interrupted") from error
+    return NoteOutput(len(input.text.split()))
+
+
+# --- invalid input ------------------------------------------------------------------------
+
+
+class LaxInputCodec(ColumnsCodec):
+    """Advertises a strict schema; decodes anything."""
+
+    def decode(self, raw: Any) -> Any:
+        return NoteInput(str(raw))
+
+
+# --- hooks --------------------------------------------------------------------------------
+
+
+class GarbageHook(Good):
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> Any:
+        return "all good"
+
+
+class RaisingHook(Good):
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> Any:
+        raise LookupError("no audit log")
+
+
+class RewritesOutput(Good):
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> Any:
+        if isinstance(event.outcome, pegboard.Completed):
+            return pegboard.Completed({"redacted": True}, "redacted")
+        return None
+
+
+class RaisingPrepare(Good):
+    @hookimpl
+    def prepare_request(self, definitions: list[pegboard.ToolDefinition]) -> None:
+        raise ValueError("cannot read the allow-list")
+
+
+def tools_with(**overrides: Any) -> Callable[[], Good]:
+    return lambda: Good(lambda: {"count": count_tool(**overrides)})
+
+
+BROKEN = [
+    pytest.param(RegistersNothing, "activation", "registered no tools", id="registers-nothing"),
+    pytest.param(KeepsTheFirstTools, "activation", "scope 'plugin:", id="keeps-first-tools"),
+    pytest.param(AnnouncesToPeers, "teardown", "remain in another open Location", id="leaks"),
+    pytest.param(FailsTeardown, "teardown", "could not flush", id="teardown-raises"),
+    pytest.param(SharedNotes, "isolation", "settled differently in two Locations", id="shared"),
+    pytest.param(CountsLocations, "isolation", "got different tools", id="grows"),
+    pytest.param(
+        lambda: Good(lambda: {"count": count_tool(description=description_from_an_empty_file())}),
+        "definitions",
+        "has no description a model can read",
+        id="blank-description",
+    ),
+    pytest.param(EnrichesItsSchema, "definitions", "keyword 'enum'", id="schema-changed"),
+    pytest.param(Shadows, "definitions", "takes the name of a built-in tool", id="shadows"),
+    pytest.param(tools_with(execute=returns_a_dict), "examples", "invalid_output", id="output"),
+    pytest.param(
+        tools_with(output=LaxOutputCodec()), "examples", "output schema refuses", id="lax-encode"
+    ),
+    pytest.param(tools_with(execute=raises_key_error), "examples", "raised KeyError", id="raises"),
+    pytest.param(tools_with(execute=metadata_list), "metadata", "not a JSON object", id="meta"),
+    pytest.param(tools_with(execute=metadata_copy), "metadata", "copy of its output", id="copy"),
+    pytest.param(
+        tools_with(execute=swallows_cancellation),
+        "cancellation",
+        "swallowed the cancellation",
+        id="swallows",
+    ),
+    pytest.param(
+        tools_with(execute=converts_cancellation),
+        "cancellation",
+        "raised RuntimeError: interrupted",
+        id="converts",
+    ),
+    pytest.param(
+        tools_with(input=LaxInputCodec()), "invalid_input", "was not protected", id="lax-decode"
+    ),
+    pytest.param(GarbageHook, "hooks", "return a pegboard.Completed", id="garbage-hook"),
+    pytest.param(RaisingHook, "hooks", "no audit log", id="raising-hook"),
+    pytest.param(RewritesOutput, "hooks", "output schema refuses", id="rewrites-output"),
+    pytest.param(RaisingPrepare, "hooks", "cannot read the allow-list", id="raising-prepare"),
+]
+
+
+@pytest.mark.parametrize(("make", "law", "message"), BROKEN)
+def test_each_broken_plugin_fails_exactly_its_check(
+    make: Callable[[], object], law: str, message: str, backend: str, tmp_path: Path
+) -> None:
+    """A plugin that breaks one law fails that check alone, saying what broke and the fix."""
+    report = check(make(), name="notes", examples=EXAMPLES, backend=backend, directory=tmp_path)
+    assert [law] == [result.name for result in report.failed], report.format()
+    [failed] = report.failed
+    assert any(message in problem.message for problem in failed.problems), failed.describe()
+    assert all(problem.fix for problem in failed.problems)
+    assert failed.law in failed.describe()
+
+
+def test_a_failure_without_a_message_fails_examples(tmp_path: Path) -> None:
+    """A ToolFailure must tell the model something."""
+
+    async def mute(input: NoteInput, context: pegboard.ToolContext) -> Any:
+        raise pegboard.ToolFailure(" ")
+
+    example = Example(tool="notes_count", input={"text": "x"}, expect="tool_failure")
+    plugin = tools_with(execute=mute)()
+    report = check(plugin, examples=[example], only=["examples"], directory=tmp_path)
+    assert "failed with an empty message" in report.results[0].problems[0].message
+
+
+def test_a_tool_that_hangs_after_cancellation_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cleanup that outlasts the grace period fails the cancellation check."""
+    from pegboard.testing import _check_cancellation
+
+    monkeypatch.setattr(_check_cancellation, "GRACE_SECONDS", 0.05)
+
+    async def lingers(input: NoteInput, context: pegboard.ToolContext) -> Any:
+        try:
+            await anyio.sleep(1)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.5)
+        return NoteOutput(1)
+
+    plugin = tools_with(execute=lingers)()
+    report = check(plugin, examples=EXAMPLES, only=["cancellation"], directory=tmp_path)
+    assert "had not finished 0.05 s later" in report.results[0].problems[0].message
+
+
+def test_a_good_plugin_passes_every_check(backend: str, tmp_path: Path) -> None:
+    """The well-behaved plugin passes all nine checks; none is skipped."""
+    report = check(Good(), examples=EXAMPLES, backend=backend, directory=tmp_path)
+    assert list(check_names()) == [result.name for result in report.results]
+    assert {"passed"} == {result.status for result in report.results}, report.format()
+    assert report.passed
+    assert "conforms: 9 passed" in report.format()
+
+
+def test_every_check_is_failed_by_some_broken_plugin() -> None:
+    """A check that no broken plugin can fail is not a check."""
+    assert set(check_names()) == {param.values[1] for param in BROKEN}
+
+
+def test_checks_without_anything_to_judge_are_skipped(tmp_path: Path) -> None:
+    """No examples: the checks that need them are skipped, with the reason; none fails."""
+    report = check(Good(), only=["examples", "cancellation"], directory=tmp_path)
+    assert ["skipped", "skipped"] == [result.status for result in report.results]
+    assert "no examples" in (report.results[0].reason or "")
+    assert report.passed
+
+
+def test_a_plugin_that_does_not_activate_fails_activation_alone(tmp_path: Path) -> None:
+    """The other checks cannot judge a plugin that never activates; they skip, naming why."""
+
+    class Crashes:
+        @hookimpl
+        def activate_location(self) -> None:
+            raise RuntimeError("no database")
+
+    report = check(Crashes(), examples=EXAMPLES, directory=tmp_path)
+    assert ["activation"] == [result.name for result in report.failed]
+    assert "RuntimeError: no database" in report.failed[0].problems[0].message
+    reasons = {result.name: result.reason for result in report.results if result.reason}
+    assert "the plugin implements no execute_after" in str(reasons.pop("hooks"))
+    assert 7 == len(reasons)
+    assert all("did not activate (activation: RuntimeError" in str(r) for r in reasons.values())
+
+
+def test_an_example_naming_an_unknown_tool_fails_examples(tmp_path: Path) -> None:
+    """Examples name advertised tools; a typo is reported with what the plugin advertises."""
+    report = check(Good(), examples=[Example(tool="count")], only=["examples"], directory=tmp_path)
+    [result] = report.results
+    assert "does not advertise; it advertises notes_count" in result.problems[0].message
+
+
+def test_the_isolation_check_can_be_told_a_tool_is_not_deterministic(tmp_path: Path) -> None:
+    """deterministic=False keeps a varying result from being taken for shared state."""
+    examples = [Example(tool="notes_count", input={"text": "x"}, deterministic=False)]
+    report = check(SharedNotes(), examples=examples, only=["isolation"], directory=tmp_path)
+    assert report.passed
+    assert "only the tool names were compared" in report.results[0].notes[0]
+
+
+def test_unknown_check_names_are_refused() -> None:
+    """only= takes check names; a typo says which names exist."""
+    with pytest.raises(ValueError, match="no check named cancelation; checks: activation"):
+        check(Good(), only=["cancelation"])
+
+
+# --- the pytest base class, end to end ----------------------------------------------------
+
+PLUGIN_SOURCE = """
+    import anyio
+    import pegboard
+    from pegboard import hookimpl
+    from pegboard.testing import Example, PluginConformance
+
+
+    async def wait(input, context):
+        {body}
+        return "waited"
+
+
+    class Waits:
+        @hookimpl
+        def activate_location(self, tools):
+            tools.register({{"wait": pegboard.tool(description="Wait.", execute=wait)}})
+
+
+    waits = Waits()
+
+
+    class TestWaits(PluginConformance):
+        plugin = waits
+        name = "waits"
+        examples = (Example(tool="wait"),)
+"""
+
+
+def test_a_subclass_runs_every_check_on_both_backends(pytester: pytest.Pytester) -> None:
+    """An author's subclass of PluginConformance gets one test per check and backend."""
+    pytester.makepyfile(textwrap.dedent(PLUGIN_SOURCE.format(body="await anyio.sleep(0.01)")))
+    result = pytester.runpytest(*QUIET, "-v")
+    # No execute_after or prepare_request hook: the hooks check skips on both backends.
+    result.assert_outcomes(passed=16, skipped=2)
+    result.stdout.fnmatch_lines(["*TestWaits::test_cancellation[[]trio[]] PASSED*"])
+
+
+def test_a_subclass_reports_the_broken_law_and_the_fix(pytester: pytest.Pytester) -> None:
+    """A failing check fails its test with the law, the problem and the fix, no traceback."""
+    body = "try:\n            await anyio.sleep(1)\n        except BaseException:\n            pass"
+    pytester.makepyfile(textwrap.dedent(PLUGIN_SOURCE.format(body=body)))
+    result = pytester.runpytest(*QUIET, "-k", "cancellation")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*FAIL cancellation [[]asyncio[]]*",
+            "*law: a call cancelled while its tool awaits yields no outcome*",
+            "*tool 'wait' was cancelled while it awaited, yet the call settled as completed*",
+            "*fix: let cancellation propagate*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def plugin_file(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "waits_plugin.py"
+    path.write_text(textwrap.dedent(PLUGIN_SOURCE.format(body="await anyio.sleep(0.01)")))
+    yield path
+    sys.modules.pop("_pegboard_check_waits_plugin", None)
+
+
+def test_the_command_line_checks_a_conformance_class(
+    plugin_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run_cli takes what the test class says, prints a verdict per check, exits 0."""
+    assert 0 == run_cli([f"{plugin_file}:TestWaits", "--backend", "asyncio"])
+    out = capsys.readouterr().out
+    assert "PASS cancellation [asyncio]" in out
+    assert "SKIP hooks [asyncio]" in out
+    assert "plugin 'waits' conforms: 8 passed, 1 skipped" in out
+
+
+def test_the_command_line_exits_1_when_a_check_fails(
+    plugin_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An example that cannot settle as expected fails the run, printing the fix."""
+    example = '{"tool": "wait", "expect": "tool_failure"}'
+    code = run_cli([f"{plugin_file}:waits", "--example", example, "--only", "examples"])
+    out = capsys.readouterr().out
+    assert 1 == code
+    assert "FAIL examples" in out
+    assert "the example expects tool_failure" in out
+    assert "fix: the tool accepted what the example expects it to refuse" in out
+
+
+def test_the_command_line_exits_2_when_it_cannot_start(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown plugin and bad arguments are usage errors, said plainly."""
+    assert 2 == run_cli(["no-such-plugin-anywhere"])
+    assert "neither an installed plugin nor an importable module" in capsys.readouterr().out
+    assert 2 == run_cli(["builtin", "--options", "[1]"])
+    assert 2 == run_cli(["builtin", "--only", "nope"])
+
+
+def test_python_dash_m_runs_the_same_command(plugin_file: Path) -> None:
+    """``python -m pegboard.testing`` is ``pegboard check``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pegboard.testing",
+            f"{plugin_file}:TestWaits",
+            "--only",
+            "teardown",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stdout + done.stderr
+    assert "PASS teardown" in done.stdout
