@@ -238,9 +238,13 @@ def _same(one: PluginError, other: PluginError) -> bool:
 
 
 def _after_hook(plugin: str, impl: pluggy.HookImpl) -> AfterHook:
+    function = impl.function
+    # Resolved once: the hook runs on every call in the Location.
+    arguments: tuple[str, ...] = tuple(impl.argnames)
+
     async def run(event: ExecuteEvent) -> Outcome | None:
         try:
-            result = call_hook(impl, event=event)
+            result: Any = function(event) if arguments else function()
             if inspect.isawaitable(result):
                 result = await result
         except Exception as error:

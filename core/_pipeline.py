@@ -205,10 +205,12 @@ class Pipeline:
         """Steps 7 and 8 for a bounded outcome: hooks in order, each replacement bounded."""
         call = outcome.call
         assert call is not None
+        event = ExecuteEvent(call, name, outcome, managed)
         for hook in self.after_hooks:
-            replacement = await hook(ExecuteEvent(call, name, outcome, managed))
+            replacement = await hook(event)
             if replacement is not None:
                 outcome, managed = await self.bound(self.canonical(replacement, call, name))
+                event = ExecuteEvent(call, name, outcome, managed)
         return outcome
 
     def canonical(self, outcome: object, call: CallIdentity, name: str) -> Outcome:

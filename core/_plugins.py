@@ -99,8 +99,7 @@ class Plugins:
             )
         }
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-            dist = point.dist
-            name, version = (dist.name, dist.version) if dist is not None else (None, None)
+            name, version = _distribution(point)
             if point.name in entries:
                 logger.warning(
                     "ignoring plugin %r from %s: the name is taken by %s",
@@ -187,6 +186,15 @@ class Plugins:
 
 def _importer(module: str) -> Callable[[], object]:
     return functools.partial(importlib.import_module, module)
+
+
+def _distribution(point: Any) -> tuple[str | None, str | None]:
+    # One distribution's broken metadata must not break discovery of the rest.
+    dist = point.dist
+    if dist is None:
+        return None, None
+    metadata = dist.metadata
+    return metadata.get("Name"), metadata.get("Version")
 
 
 def _version(distribution: str) -> str | None:

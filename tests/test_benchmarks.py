@@ -11,8 +11,14 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-@pytest.mark.parametrize("script", ["bench_calls.py"])
-def test_benchmark_runs_in_quick_mode(script: str) -> None:
+@pytest.mark.parametrize(
+    ("script", "heading"),
+    [
+        ("bench_calls.py", "## Against the targets"),
+        ("bench_plugins.py", "## One call with execute_after hooks"),
+    ],
+)
+def test_benchmark_runs_in_quick_mode(script: str, heading: str) -> None:
     """A quick run exits cleanly and prints its comparison against the targets."""
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"],
@@ -21,4 +27,4 @@ def test_benchmark_runs_in_quick_mode(script: str) -> None:
         timeout=300,
     )
     assert 0 == result.returncode, result.stderr
-    assert "## Against the targets" in result.stdout
+    assert heading in result.stdout

@@ -125,6 +125,21 @@ async def test_a_plugin_that_fails_to_import_is_recorded_and_harmless(
     assert "nonexistent_module_for_pegboard_tests" in str(info.error)
 
 
+async def test_a_distribution_without_a_version_is_still_discovered(
+    install: Install, tmp_path: Path, workspace: Path, storage_dir: Path
+) -> None:
+    """Incomplete metadata in one distribution never breaks discovery."""
+    install("notes", NOTES)
+    info = next((tmp_path / "site").glob("notes_plugin-*.dist-info"))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: notes-plugin\n")
+    host = pegboard.Host()
+    assert pegboard.PluginInfo("notes", "notes-plugin", None, "not loaded") == next(
+        info for info in host.plugins() if info.name == "notes"
+    )
+    async with host.location(workspace, plugins=["notes"], storage=storage_dir) as location:
+        assert ("notes",) == location.plugins
+
+
 async def test_plugins_load_reports_every_installed_plugin(install: Install) -> None:
     """host.plugins(load=True) imports each plugin and reports whether it loads."""
     install("notes", NOTES)
