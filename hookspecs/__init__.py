@@ -47,7 +47,8 @@ def activate_location(
     :param options: the plugin's options from the host or ``pegboard.toml``,
         already validated against the plugin's ``options_schema`` if it has one.
     :param services: the Location's services; only plugins the host trusts see
-        the trusted ones (``filesystem``, ``permissions``).
+        the trusted ones (``filesystem``, ``permissions``); every plugin may
+        start background ``tasks`` and ``report`` problems.
 
     May be a plain function, a coroutine function, or a generator or async
     generator function that yields exactly once: the code after its ``yield``
