@@ -24,13 +24,14 @@ import statistics
 import sys
 import tempfile
 import tracemalloc
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, TypedDict
 
 import anyio
 import attrs
+from _timing import collector_paused  # beside this script on sys.path
 
 import pegboard
 
@@ -110,18 +111,6 @@ class Figure:
     @property
     def best(self) -> float:
         return min(self.samples)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of a timed section, as timeit does."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def machine_facts() -> list[tuple[str, str]]:

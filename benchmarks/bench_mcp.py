@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import importlib.metadata
 import os
 import platform
@@ -23,11 +22,12 @@ import statistics
 import sys
 import tempfile
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from time import perf_counter_ns
 
 import anyio
+from _timing import collector_paused  # beside this script on sys.path
 
 try:
     from mcp import Client, StdioServerParameters
@@ -105,18 +105,6 @@ def prepare(directory: Path) -> tuple[StdioServerParameters, StdioServerParamete
     )
     sdk = StdioServerParameters(command=sys.executable, args=[str(script)])
     return pegboard, sdk
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of the timed calls, as timeit does."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @contextlib.asynccontextmanager

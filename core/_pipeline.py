@@ -237,9 +237,10 @@ class Pipeline:
 
     async def bound(self, outcome: Outcome) -> tuple[Outcome, tuple[Path, ...]]:
         if isinstance(outcome, Completed):
-            if fits(outcome.content, self.limits):
-                return outcome, ()
+            # bound_content measures once; content that fits comes back as it was.
             bounded = await bound_content(outcome.content, self.limits, self.storage)
+            if not bounded.managed:
+                return outcome, ()
             return attrs.evolve(outcome, content=bounded.content), bounded.managed
         if not outcome.partial:
             return outcome, ()
