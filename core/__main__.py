@@ -1,6 +1,6 @@
 """``python -m pegboard`` runs the pegboard command."""
 
-from ._cli import main
+from .cli import main
 
 __all__ = ("main",)
 

@@ -232,10 +232,10 @@ def test_every_option_is_documented() -> None:
     """docs/cli.md has a section per command naming each of its options."""
     import argparse
 
-    from pegboard._cli import _parser
+    from pegboard.cli._main import build_parser
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
-    parser = _parser()
+    parser = build_parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     missing = []
     for name, command in commands.choices.items():

@@ -11,11 +11,21 @@ from typing import Any, Literal, TextIO
 import anyio.to_thread
 import attrs
 
-from ._cli import UsageError
-from ._content import Audio, EmbeddedResource, Image, ResourceLink, Text
-from ._outcome import Completed, Outcome
-from ._permissions import Approver, PermissionRequest, Reject
-from ._storage import ManagedStorage
+from pegboard import (
+    Approver,
+    Audio,
+    Completed,
+    EmbeddedResource,
+    Image,
+    ManagedStorage,
+    Outcome,
+    PermissionRequest,
+    Reject,
+    ResourceLink,
+    Text,
+)
+
+from ._common import UsageError
 
 __all__ = ("RecordingStorage", "TerminalApprover", "approver_for", "parse_input", "render_outcome")
 

@@ -1,0 +1,45 @@
+"""``pegboard plugins``: what is installed and whether it loads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ._common import COMPLETED
+
+__all__ = ("add",)
+
+
+def add(commands: Any) -> None:
+    plugins = commands.add_parser("plugins", help="installed plugins and whether they load")
+    plugins.add_argument("--json", action="store_true", help="print JSON for scripts")
+    plugins.set_defaults(run=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from pegboard import Host
+
+    infos = Host().plugins(load=True)
+    if arguments.json:
+        rows = [
+            {
+                "name": info.name,
+                "distribution": info.distribution,
+                "version": info.version,
+                "state": info.state,
+                "error": info.error,
+            }
+            for info in infos
+        ]
+        print(json.dumps(rows, indent=2))
+        return COMPLETED
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("plugin", "distribution", "version", "loads", box=None, pad_edge=False)
+    for info in infos:
+        loads = "yes" if info.loads else f"[red]no[/red]: {info.error}"
+        table.add_row(info.name, info.distribution or "-", info.version or "-", loads)
+    Console().print(table)
+    return COMPLETED
