@@ -87,6 +87,9 @@ class Completed:
     content: tuple[ContentItem, ...]
     metadata: Mapping[str, Any] | None = None
     call: CallIdentity | None = attrs.field(default=None, kw_only=True)
+    #: The effective name of the tool the call asked for (a provider needs it
+    #: to answer the call); set by the pipeline.
+    name: str | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen
@@ -98,6 +101,8 @@ class Failed:
     error: ToolError
     partial: tuple[ContentItem, ...] = ()
     call: CallIdentity | None = attrs.field(default=None, kw_only=True)
+    #: The effective name of the tool the call asked for; set by the pipeline.
+    name: str | None = attrs.field(default=None, kw_only=True)
 
 
 Outcome: TypeAlias = Completed | Failed

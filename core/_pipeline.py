@@ -159,7 +159,7 @@ class Pipeline:
             items = (Text(text),)
         check_text(items, self.limits)
         kept = None if metadata is None else self.metadata(metadata, name, identity)
-        return Completed(output, items, kept, call=identity)
+        return Completed(output, items, kept, call=identity, name=name)
 
     def metadata(
         self, value: object, name: str, identity: CallIdentity
@@ -194,7 +194,7 @@ class Pipeline:
     ) -> Outcome:
         """A failed outcome, published like any other."""
         error = ToolError(kind, message, metadata=self.metadata(metadata, name, identity))
-        return await self.publish(Failed(error, partial, call=identity), name)
+        return await self.publish(Failed(error, partial, call=identity, name=name), name)
 
     async def publish(self, outcome: Outcome, name: str) -> Outcome:
         """Steps 6 to 8: bound, run ``execute_after`` hooks, bound their replacements."""
@@ -224,12 +224,12 @@ class Pipeline:
                     "Completed that has no content; completed calls carry non-empty content"
                 )
             metadata = self.metadata(outcome.metadata, name, call)
-            return Completed(outcome.output, content, metadata, call=call)
+            return Completed(outcome.output, content, metadata, call=call, name=name)
         if isinstance(outcome, Failed):
             error = outcome.error
             metadata = self.metadata(error.metadata, name, call)
             error = ToolError(error.kind, error.message, metadata=metadata)
-            return Failed(error, normalize_content(outcome.partial), call=call)
+            return Failed(error, normalize_content(outcome.partial), call=call, name=name)
         raise TypeError(
             f"an execute_after hook returned a {type(outcome).__name__} for {name!r}; "
             "return a pegboard.Completed, a pegboard.Failed or None"

@@ -63,7 +63,10 @@ async def test_a_call_runs_in_a_location_with_the_plugin_and_files(
 ) -> None:
     """The overridden fixtures enable the plugin, trust it and seed the Location."""
     outcome = await pegboard_call("notes_count")
-    assert pegboard.Completed(None, (pegboard.Text("2 notes"),), call=outcome.call) == outcome
+    assert (
+        pegboard.Completed(None, (pegboard.Text("2 notes"),), call=outcome.call, name=outcome.name)
+        == outcome
+    )
     assert "call-1" == outcome.call.call_id  # type: ignore[union-attr]
     assert [pegboard.Progress(message="reading notes.txt")] == pegboard_context.progress_of(
         "call-1"

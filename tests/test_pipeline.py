@@ -190,6 +190,7 @@ async def test_unknown_tool_lists_what_is_available(
                 "unknown_tool", "there is no tool named 'subtract'; available tools: add"
             ),
             call=outcome.call,
+            name="subtract",
         )
         == outcome
     )
@@ -225,7 +226,9 @@ async def test_law_codec_boundary(location: pegboard.Location, context: Context)
     outcome = await call(location, "add", '{"a": 2, "b": 3}', context())
     assert [AddInput(2, 3)] == seen
     assert (
-        pegboard.Completed({"total": 5}, (pegboard.Text("the sum"),), {"ui": 1}, call=outcome.call)
+        pegboard.Completed(
+            {"total": 5}, (pegboard.Text("the sum"),), {"ui": 1}, call=outcome.call, name="add"
+        )
         == outcome
     )
 
@@ -337,6 +340,7 @@ async def test_law_canonical_representation(location: pegboard.Location, context
             pegboard.ToolError("tool_failure", "it broke", metadata={"code": 7}),
             (pegboard.Text("second"), pegboard.Text("part")),
             call=failed.call,
+            name="failing",
         )
         == failed
     )
@@ -626,3 +630,15 @@ async def test_progress_takes_only_progress_values(
     location.tools.register({"sloppy": sloppy})
     with pytest.raises(TypeError, match=r"takes a pegboard\.Progress"):
         await call(location, "sloppy", "{}", context())
+
+
+async def test_outcomes_carry_the_effective_tool_name(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Completed and failed outcomes name the tool the call asked for, as providers need."""
+    registration = location.tools.register({"add": Spy().add()}, namespace="math")
+    [name] = registration.names.values()
+    completed = await call(location, name, '{"a": 1, "b": 2}', context("c1"))
+    invalid = await call(location, name, "{}", context("c2"))
+    unknown = await call(location, "nope", "{}", context("c3"))
+    assert ["math_add", "math_add", "nope"] == [completed.name, invalid.name, unknown.name]

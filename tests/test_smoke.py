@@ -18,4 +18,7 @@ async def test_a_registered_tool_completes(location: pegboard.Location, context)
 
     location.tools.register({"echo": echo})
     outcome = await location.prepare().execute(pegboard.ToolCall("echo", "{}", context()))
-    assert pegboard.Completed(None, (pegboard.Text("hello"),), call=outcome.call) == outcome
+    assert (
+        pegboard.Completed(None, (pegboard.Text("hello"),), call=outcome.call, name="echo")
+        == outcome
+    )

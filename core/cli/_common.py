@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 __all__ = (
-    "COMPLETED",
-    "FAILED",
-    "OPERATIONAL",
+    "Exit",
     "Parser",
-    "USAGE",
     "UsageError",
     "add_location_options",
     "print_error",
     "warn",
 )
 
-# Exit codes: a completed call, a model-visible failure, a usage or config
-# error, an operational failure (the call could not settle).
-COMPLETED, FAILED, USAGE, OPERATIONAL = 0, 1, 2, 3
+
+class Exit(enum.IntEnum):
+    """The command's exit status."""
+
+    COMPLETED = 0  # a completed call
+    FAILED = 1  # a model-visible failure
+    USAGE = 2  # a usage or config error
+    OPERATIONAL = 3  # the call could not settle
 
 
 class UsageError(Exception):
@@ -31,7 +34,7 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # Two plain lines instead of the whole usage block.
-        self.exit(USAGE, f"{self.prog}: error: {message}\nsee '{self.prog} --help'\n")
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\nsee '{self.prog} --help'\n")
 
 
 def add_location_options(command: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._common import COMPLETED, FAILED, add_location_options, warn
+from ._common import Exit, add_location_options, warn
 
 if TYPE_CHECKING:
     from pegboard import Outcome, Progress, Request, ToolContext, ToolDefinition
@@ -80,7 +80,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         terminal = approver if isinstance(approver, TerminalApprover) else None
         outcome = await _call(request, arguments.tool, raw, context, terminal)
         print(render_outcome(outcome, storage.saved, as_json=arguments.json))
-        return COMPLETED if isinstance(outcome, Completed) else FAILED
+        return Exit.COMPLETED if isinstance(outcome, Completed) else Exit.FAILED
 
 
 async def _call(
@@ -126,11 +126,11 @@ def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:
             for definition in definitions
         ]
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return COMPLETED
+        return Exit.COMPLETED
     if not definitions:
         print("no tools: enable a plugin in pegboard.toml or with the host")
     width = max((len(definition.name) for definition in definitions), default=0)
     for definition in definitions:
         summary = definition.description.strip().splitlines()[0]
         print(f"{definition.name:<{width}}  {summary}")
-    return COMPLETED
+    return Exit.COMPLETED

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from . import _check, _location, _plugins, _serve
-from ._common import OPERATIONAL, USAGE, Parser, UsageError, print_error
+from ._common import Exit, Parser, UsageError, print_error
 
 __all__ = ("build_parser", "main")
 
@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         status = _run(arguments)
     except UsageError as error:
         print_error(arguments, error)
-        status = USAGE
+        status = Exit.USAGE
     except KeyboardInterrupt:
         status = 130
     sys.exit(status)
@@ -54,5 +54,5 @@ def _run(arguments: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     except (RetentionError, PluginError, PermissionRejected) as error:
         print_error(arguments, error)
-        return OPERATIONAL
+        return Exit.OPERATIONAL
     return status

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import COMPLETED
+from ._common import Exit
 
 __all__ = ("add",)
 
@@ -33,7 +33,7 @@ def run(arguments: argparse.Namespace) -> int:
             for info in infos
         ]
         print(json.dumps(rows, indent=2))
-        return COMPLETED
+        return Exit.COMPLETED
     from rich.console import Console
     from rich.table import Table
 
@@ -42,4 +42,4 @@ def run(arguments: argparse.Namespace) -> int:
         loads = "yes" if info.loads else f"[red]no[/red]: {info.error}"
         table.add_row(info.name, info.distribution or "-", info.version or "-", loads)
     Console().print(table)
-    return COMPLETED
+    return Exit.COMPLETED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import COMPLETED, OPERATIONAL, UsageError, add_location_options, print_error, warn
+from ._common import Exit, UsageError, add_location_options, print_error, warn
 
 __all__ = ("add",)
 
@@ -43,7 +43,7 @@ def run(arguments: argparse.Namespace) -> int:
         if isinstance(error, NotADirectoryError):
             raise
         print_error(arguments, error)
-        return OPERATIONAL
+        return Exit.OPERATIONAL
 
 
 async def _serve_location(arguments: argparse.Namespace) -> int:
@@ -56,4 +56,4 @@ async def _serve_location(arguments: argparse.Namespace) -> int:
         for problem in location.plugin_errors:
             warn(problem)
         await serve(location, transport=arguments.transport, port=arguments.port)
-    return COMPLETED
+    return Exit.COMPLETED
