@@ -196,7 +196,7 @@ async def test_two_locations_with_the_same_plugin_are_isolated(
     assert ["activate rec", "activate rec", "teardown rec", "teardown rec"] == events
 
 
-async def test_only_host_trust_opens_trusted_services(
+async def test_law_host_authority_only_host_trust_opens_trusted_services(
     host: pegboard.Host, workspace: Path, storage_dir: Path
 ) -> None:
     """A trusted plugin sees trusted services; an untrusted one is refused by name."""

@@ -92,7 +92,7 @@ async def test_bad_config_is_a_clear_error_naming_file_and_key(
     assert message in str(caught.value)
 
 
-async def test_config_cannot_make_a_plugin_trusted(
+async def test_law_host_authority_config_cannot_grant_trust(
     host: pegboard.Host, workspace: Path, storage_dir: Path
 ) -> None:
     """Enabling a plugin in the config gives it no trust; only the host grants trust."""
