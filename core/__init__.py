@@ -6,6 +6,7 @@ from ._bounding import OutputLimits
 from ._codec import AttrsCodec, Codec, SchemaCodec
 from ._config import ConfigError
 from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
+from ._durable import dump_outcome, load_outcome
 from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
 from ._filesystem import Filesystem, OutsideLocationError
 from ._host import Host
@@ -80,8 +81,10 @@ __all__ = (
     "ToolFailure",
     "ToolResponse",
     "Tools",
+    "dump_outcome",
     "effective_name",
     "hookimpl",
+    "load_outcome",
     "thaw",
     "tool",
 )

@@ -9,13 +9,16 @@ from hypothesis import strategies as st
 import pegboard
 
 __all__ = (
+    "all_content_items",
     "authored_names",
     "characters",
     "content_items",
+    "json_values",
     "lines",
     "media",
     "names",
     "namespaces",
+    "outcomes",
     "output_limits",
     "texts",
     "valid_names",
@@ -80,4 +83,90 @@ content_items = st.lists(st.one_of(texts.map(pegboard.Text), media), min_size=1,
 #: Output limits at and above the smallest allowed.
 output_limits = st.builds(
     pegboard.OutputLimits, max_lines=st.integers(8, 150), max_bytes=st.integers(1024, 8192)
+)
+
+#: Plain JSON values: the shape of encoded outputs and metadata.
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(characters, max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(characters, max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+_json_objects = st.dictionaries(st.text(characters, max_size=10), json_values, max_size=4)
+_optional_text = st.none() | st.text(characters, max_size=20)
+
+#: Every kind of content item, with every optional field drawn or left out.
+all_content_items = st.one_of(
+    texts.map(pegboard.Text),
+    media,
+    st.builds(
+        pegboard.Image,
+        st.binary(max_size=64),
+        st.sampled_from(["image/jpeg", "image/webp", "image/svg+xml", "image/bmp"]),
+    ),
+    st.builds(pegboard.Audio, st.binary(max_size=64), st.sampled_from(["audio/mpeg", "audio/ogg"])),
+    st.builds(
+        pegboard.ResourceLink,
+        uri=st.text(characters, max_size=30),
+        name=st.text(characters, max_size=20),
+        title=_optional_text,
+        description=_optional_text,
+        mime_type=st.none() | st.sampled_from(["text/plain", "application/pdf"]),
+        size=st.none() | st.integers(0, 2**53),
+    ),
+    st.builds(
+        pegboard.EmbeddedResource,
+        uri=st.text(characters, max_size=30),
+        text=texts,
+        mime_type=st.none() | st.sampled_from(["text/plain", "text/markdown"]),
+    ),
+    st.builds(
+        pegboard.EmbeddedResource,
+        uri=st.text(characters, max_size=30),
+        data=st.binary(max_size=64),
+        mime_type=st.none() | st.sampled_from(["application/pdf", "image/png", "audio/wav"]),
+    ),
+)
+
+_identities = st.none() | st.builds(
+    pegboard.CallIdentity,
+    session_id=st.text(characters, max_size=12),
+    agent=st.text(characters, max_size=12),
+    message_id=st.text(characters, max_size=12),
+    call_id=st.text(characters, max_size=12),
+)
+_tool_names = st.none() | valid_names
+_kinds = st.sampled_from(
+    ["unknown_tool", "unavailable", "final_step", "invalid_input", "tool_failure", "invalid_output"]
+)
+
+#: Any outcome: completed or failed, with or without metadata, partial content,
+#: call identity and tool name.
+outcomes = st.one_of(
+    st.builds(
+        pegboard.Completed,
+        json_values,
+        st.lists(all_content_items, max_size=5).map(tuple),
+        st.none() | _json_objects,
+        call=_identities,
+        name=_tool_names,
+    ),
+    st.builds(
+        pegboard.Failed,
+        st.builds(
+            pegboard.ToolError,
+            _kinds,
+            st.text(characters, max_size=40),
+            metadata=st.none() | _json_objects,
+        ),
+        st.lists(all_content_items, max_size=4).map(tuple),
+        call=_identities,
+        name=_tool_names,
+    ),
 )
