@@ -1,0 +1,107 @@
+"""Gemini (google-genai): function declarations, tool config and function responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pegboard
+
+from ._answer import Answer, answer, interruption, left_out, media, text_of
+from ._names import GEMINI as NAMES
+from ._names import check_name
+from ._strict import parameters
+
+__all__ = ("interrupted", "result", "tool_choice", "tools")
+
+PROVIDER = "Gemini"
+_INLINE = frozenset(
+    {
+        "image/png",
+        "image/jpeg",
+        "image/webp",
+        "image/heic",
+        "image/heif",
+        "audio/wav",
+        "audio/mp3",
+        "audio/mpeg",
+        "audio/aiff",
+        "audio/aac",
+        "audio/ogg",
+        "audio/flac",
+        "application/pdf",
+    }
+)
+
+
+def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The ``tools`` parameter: one ``Tool`` holding a ``FunctionDeclaration`` per
+    definition, with ``parameters_json_schema`` and ``response_json_schema``.
+
+    Gemini has no strict switch on a declaration (schema adherence is the
+    ``VALIDATED`` function-calling mode), so ``strict`` changes nothing here.
+    Raises `pegboard.providers.CompatibilityError` for a name or schema Gemini
+    cannot take.
+    """
+    declarations = []
+    for definition in request.definitions:
+        check_name(definition.name, NAMES, PROVIDER)
+        declaration: dict[str, Any] = {
+            "name": definition.name,
+            "description": definition.description,
+            "parameters_json_schema": parameters(definition, PROVIDER, None),
+        }
+        if definition.output_schema is not None:
+            declaration["response_json_schema"] = pegboard.thaw(definition.output_schema)
+        declarations.append(declaration)
+    return [{"function_declarations": declarations}] if declarations else []
+
+
+def tool_choice(request: pegboard.Request) -> dict[str, Any] | None:
+    """The ``tool_config``: function-calling mode ``AUTO``, ``NONE`` on the final
+    step, or ``None`` (omit it) without tools.
+    """
+    if not request.definitions:
+        return None
+    return {"function_calling_config": {"mode": request.tool_choice.upper()}}
+
+
+def result(outcome: pegboard.Outcome) -> list[dict[str, Any]]:
+    """The parts answering the outcome's call: a ``function_response`` part (with the
+    call ID and the tool name) whose response is ``{"output": text}`` or
+    ``{"error": text}``, then one ``inline_data`` part per image, audio clip or
+    PDF Gemini takes (``data`` as bytes, as the SDK's ``Blob`` wants).
+    """
+    reply = answer(outcome)
+    if reply.name is None:
+        raise ValueError(
+            "Gemini answers a call by tool name; this outcome has none (outcome.name), "
+            "as only an outcome built by hand can lack it"
+        )
+    return _parts(reply, reply.name)
+
+
+def interrupted(call: pegboard.ToolCall, reason: str) -> list[dict[str, Any]]:
+    """The parts answering a call that produced no outcome."""
+    reply = interruption(call, reason)
+    return _parts(reply, call.name)
+
+
+def _parts(reply: Answer, name: str) -> list[dict[str, Any]]:
+    texts: list[str] = []
+    inline: list[dict[str, Any]] = []
+    for item in reply.items:
+        said = text_of(item)
+        if said is not None:
+            texts.append(said)
+            continue
+        found = media(item)
+        assert found is not None
+        mime_type, data = found
+        if mime_type in _INLINE:
+            inline.append({"inline_data": {"mime_type": mime_type, "data": data}})
+            texts.append(f"[{mime_type} content: attached after this response]")
+        else:
+            texts.append(left_out(mime_type, data, PROVIDER))
+    key = "error" if reply.is_error else "output"
+    response = {"id": reply.call_id, "name": name, "response": {key: "\n".join(texts)}}
+    return [{"function_response": response}, *inline]

@@ -1,0 +1,114 @@
+"""OpenAI Chat Completions: function tools, ``tool_choice`` and tool messages."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pegboard
+
+from ._answer import (
+    Answer,
+    answer,
+    data_url,
+    encoded,
+    filename,
+    interruption,
+    left_out,
+    media,
+    text_of,
+)
+from ._names import OPENAI as NAMES
+from ._names import check_name
+from ._strict import OPENAI, parameters, strict_input
+
+__all__ = ("interrupted", "result", "strict_input", "tool_choice", "tools")
+
+PROVIDER = "OpenAI Chat Completions"
+_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/mpeg": "mp3"}
+_FILES = frozenset({"application/pdf"})
+
+
+def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The ``tools`` parameter: one ``ChatCompletionFunctionToolParam`` per definition.
+
+    With ``strict=True`` each input schema is converted to OpenAI's strict
+    subset; pass the arguments the model sends through `strict_input` before
+    executing them. Raises `pegboard.providers.CompatibilityError` for a name
+    or schema OpenAI cannot take.
+    """
+    rendered = []
+    for definition in request.definitions:
+        check_name(definition.name, NAMES, PROVIDER)
+        function = {
+            "name": definition.name,
+            "description": definition.description,
+            "parameters": parameters(definition, PROVIDER, OPENAI if strict else None),
+            "strict": strict,
+        }
+        rendered.append({"type": "function", "function": function})
+    return rendered
+
+
+def tool_choice(request: pegboard.Request) -> Literal["auto", "none"] | None:
+    """``"auto"``, ``"none"`` on the final step, or ``None`` (omit it) without tools."""
+    return request.tool_choice if request.definitions else None
+
+
+def result(outcome: pegboard.Outcome) -> list[dict[str, Any]]:
+    """The messages answering the outcome's call.
+
+    First the ``tool`` message (text only: OpenAI takes nothing else there),
+    then, if the outcome has images, audio or PDF, a ``user`` message carrying
+    them. With several calls in one turn, send every call's tool message before
+    any of these user messages.
+    """
+    return _messages(answer(outcome))
+
+
+def interrupted(call: pegboard.ToolCall, reason: str) -> list[dict[str, Any]]:
+    """The messages answering a call that produced no outcome (OpenAI wants one per call)."""
+    return _messages(interruption(call, reason))
+
+
+def _messages(reply: Answer) -> list[dict[str, Any]]:
+    texts: list[str] = []
+    attached: list[dict[str, Any]] = []
+    for item in reply.items:
+        said = text_of(item)
+        if said is not None:
+            texts.append(said)
+            continue
+        found = media(item)
+        assert found is not None
+        mime_type, data = found
+        part = _part(item, mime_type, data)
+        if part is None:
+            texts.append(left_out(mime_type, data, PROVIDER))
+        else:
+            attached.append(part)
+            texts.append(f"[{mime_type} content: attached in the next message]")
+    content: str | list[dict[str, Any]] = (
+        texts[0] if len(texts) == 1 else [{"type": "text", "text": text} for text in texts]
+    )
+    messages: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": reply.call_id, "content": content}
+    ]
+    if attached:
+        intro = f"Content returned by tool call {reply.call_id} ({reply.name}):"
+        messages.append({"role": "user", "content": [{"type": "text", "text": intro}, *attached]})
+    return messages
+
+
+def _part(item: pegboard.ContentItem, mime_type: str, data: bytes) -> dict[str, Any] | None:
+    if mime_type in _IMAGES:
+        return {"type": "image_url", "image_url": {"url": data_url(mime_type, data)}}
+    if mime_type in _AUDIO:
+        audio = {"data": encoded(data), "format": _AUDIO[mime_type]}
+        return {"type": "input_audio", "input_audio": audio}
+    if mime_type in _FILES:
+        return {
+            "type": "file",
+            "file": {"file_data": data_url(mime_type, data), "filename": filename(item, mime_type)},
+        }
+    return None

@@ -1,0 +1,92 @@
+"""OpenAI Responses: function tools, ``tool_choice`` and ``function_call_output`` items."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pegboard
+
+from ._answer import Answer, answer, data_url, filename, interruption, left_out, media, text_of
+from ._names import OPENAI as NAMES
+from ._names import check_name
+from ._strict import OPENAI, parameters, strict_input
+
+__all__ = ("interrupted", "result", "strict_input", "tool_choice", "tools")
+
+PROVIDER = "OpenAI Responses"
+_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_FILES = frozenset({"application/pdf"})
+
+
+def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The ``tools`` parameter: one ``FunctionToolParam`` per definition, with its
+    ``output_schema`` when the tool has one.
+
+    With ``strict=True`` each input schema is converted to OpenAI's strict
+    subset; pass the arguments the model sends through `strict_input` before
+    executing them. Raises `pegboard.providers.CompatibilityError` for a name
+    or schema OpenAI cannot take.
+    """
+    rendered = []
+    for definition in request.definitions:
+        check_name(definition.name, NAMES, PROVIDER)
+        tool: dict[str, Any] = {
+            "type": "function",
+            "name": definition.name,
+            "description": definition.description,
+            "parameters": parameters(definition, PROVIDER, OPENAI if strict else None),
+            "strict": strict,
+        }
+        if definition.output_schema is not None:
+            tool["output_schema"] = pegboard.thaw(definition.output_schema)
+        rendered.append(tool)
+    return rendered
+
+
+def tool_choice(request: pegboard.Request) -> Literal["auto", "none"] | None:
+    """``"auto"``, ``"none"`` on the final step, or ``None`` (omit it) without tools."""
+    return request.tool_choice if request.definitions else None
+
+
+def result(outcome: pegboard.Outcome) -> dict[str, Any]:
+    """The ``function_call_output`` item answering the outcome's call.
+
+    Its output is one string when the outcome is one text, else a list of
+    ``input_text``, ``input_image`` and ``input_file`` parts; audio is replaced
+    by a note.
+    """
+    return _item(answer(outcome))
+
+
+def interrupted(call: pegboard.ToolCall, reason: str) -> dict[str, Any]:
+    """The item answering a call that produced no outcome (OpenAI wants one per call)."""
+    return _item(interruption(call, reason))
+
+
+def _item(reply: Answer) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    for item in reply.items:
+        said = text_of(item)
+        if said is not None:
+            parts.append({"type": "input_text", "text": said})
+            continue
+        found = media(item)
+        assert found is not None
+        mime_type, data = found
+        if mime_type in _IMAGES:
+            url = data_url(mime_type, data)
+            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        elif mime_type in _FILES:
+            parts.append(
+                {
+                    "type": "input_file",
+                    "file_data": data_url(mime_type, data),
+                    "filename": filename(item, mime_type),
+                }
+            )
+        else:
+            parts.append({"type": "input_text", "text": left_out(mime_type, data, PROVIDER)})
+    output: str | list[dict[str, Any]] = (
+        parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "input_text" else parts
+    )
+    return {"type": "function_call_output", "call_id": reply.call_id, "output": output}
