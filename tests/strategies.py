@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -10,6 +12,7 @@ import pegboard
 
 __all__ = (
     "all_content_items",
+    "answered_outcomes",
     "authored_names",
     "characters",
     "content_items",
@@ -20,6 +23,7 @@ __all__ = (
     "namespaces",
     "outcomes",
     "output_limits",
+    "schema_values",
     "texts",
     "valid_names",
 )
@@ -134,39 +138,99 @@ all_content_items = st.one_of(
     ),
 )
 
-_identities = st.none() | st.builds(
+_identity_values = st.builds(
     pegboard.CallIdentity,
     session_id=st.text(characters, max_size=12),
     agent=st.text(characters, max_size=12),
     message_id=st.text(characters, max_size=12),
     call_id=st.text(characters, max_size=12),
 )
-_tool_names = st.none() | valid_names
 _kinds = st.sampled_from(
     ["unknown_tool", "unavailable", "final_step", "invalid_input", "tool_failure", "invalid_output"]
 )
 
+
+def _outcomes(
+    identities: st.SearchStrategy[pegboard.CallIdentity | None],
+    tool_names: st.SearchStrategy[str | None],
+) -> st.SearchStrategy[pegboard.Outcome]:
+    return st.one_of(
+        st.builds(
+            pegboard.Completed,
+            json_values,
+            st.lists(all_content_items, max_size=5).map(tuple),
+            st.none() | _json_objects,
+            call=identities,
+            name=tool_names,
+        ),
+        st.builds(
+            pegboard.Failed,
+            st.builds(
+                pegboard.ToolError,
+                _kinds,
+                st.text(characters, max_size=40),
+                metadata=st.none() | _json_objects,
+            ),
+            st.lists(all_content_items, max_size=4).map(tuple),
+            call=identities,
+            name=tool_names,
+        ),
+    )
+
+
 #: Any outcome: completed or failed, with or without metadata, partial content,
 #: call identity and tool name.
-outcomes = st.one_of(
-    st.builds(
-        pegboard.Completed,
-        json_values,
-        st.lists(all_content_items, max_size=5).map(tuple),
-        st.none() | _json_objects,
-        call=_identities,
-        name=_tool_names,
-    ),
-    st.builds(
-        pegboard.Failed,
-        st.builds(
-            pegboard.ToolError,
-            _kinds,
-            st.text(characters, max_size=40),
-            metadata=st.none() | _json_objects,
-        ),
-        st.lists(all_content_items, max_size=4).map(tuple),
-        call=_identities,
-        name=_tool_names,
-    ),
-)
+outcomes = _outcomes(st.none() | _identity_values, st.none() | valid_names)
+
+#: Outcomes as the pipeline makes them: each carries its call identity and tool name.
+answered_outcomes = _outcomes(_identity_values, valid_names)
+
+
+def schema_values(
+    schema: Mapping[str, Any], root: Mapping[str, Any] | None = None
+) -> st.SearchStrategy[Any]:
+    """Values valid against a JSON Schema of the shapes tools use: types, enums,
+    ``anyOf``, local ``$ref``, arrays and objects (optional properties drawn or left out).
+    """
+    root = schema if root is None else root
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return st.deferred(lambda: schema_values(root["$defs"][name], root))
+    branches = [*schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    if branches:
+        return st.one_of([schema_values(branch, root) for branch in branches])
+    if "const" in schema:
+        return st.just(schema["const"])
+    if "enum" in schema:
+        return st.sampled_from(list(schema["enum"]))
+    types = schema.get("type")
+    if isinstance(types, list):
+        return st.one_of([schema_values({**schema, "type": kind}, root) for kind in types])
+    if types == "string":
+        return st.text(characters, max_size=10)
+    if types == "integer":
+        return st.integers(-3, 3000)
+    if types == "number":
+        return st.integers(-3, 3000) | st.floats(-1e6, 1e6)
+    if types == "boolean":
+        return st.booleans()
+    if types == "null":
+        return st.none()
+    if types == "array":
+        return st.lists(schema_values(schema.get("items", {}), root), max_size=3)
+    if types == "object":
+        properties = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        return st.fixed_dictionaries(
+            {
+                key: schema_values(value, root)
+                for key, value in properties.items()
+                if key in required
+            },
+            optional={
+                key: schema_values(value, root)
+                for key, value in properties.items()
+                if key not in required
+            },
+        )
+    return json_values
