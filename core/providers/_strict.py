@@ -62,7 +62,7 @@ _STRUCTURE: Final = frozenset(
     }
 )
 _ABSENT: Final = object()
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 
 
 @attrs.frozen
