@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
+import anyio
 import attrs
 
 from ._outcome import CallIdentity, Outcome, ToolCall
@@ -122,6 +123,48 @@ class Request:
                 f"there is no tool named {name!r}; available tools: {known or '(none)'}",
             )
         return await self._pipeline.run(name, tool, call, identity)
+
+    async def execute_all(self, calls: Iterable[ToolCall]) -> list[Outcome]:
+        """Run one step's calls concurrently and return their outcomes in call order.
+
+        Each call goes through `execute`, all in one anyio task group, so a call
+        that is rejected or fails still leaves the others to finish. A defect
+        is different: when a call raises (its tool raised an unexpected
+        exception, or `pegboard.RetentionError`), the calls still running are
+        cancelled, no outcome is returned, and the exception propagates
+        unchanged; if several calls raised at once, they propagate together as
+        an ``ExceptionGroup``. Cancelling the caller cancels every call and
+        propagates as cancellation. A runner that must answer each call on its
+        own runs `execute` per call instead (see docs/providers.md).
+        """
+        batch = list(calls)
+        for call in batch:
+            if not isinstance(call, ToolCall) or not isinstance(call.context, ToolContext):
+                raise TypeError(
+                    "execute_all() takes pegboard.ToolCall values with a pegboard.ToolContext"
+                )
+        if len(batch) <= 1:
+            return [await self.execute(call) for call in batch]
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        defects: list[Exception] = []
+
+        async def run(index: int, call: ToolCall, scope: anyio.CancelScope) -> None:
+            try:
+                outcomes[index] = await self.execute(call)
+            except Exception as defect:  # noqa: BLE001 - re-raised below, once siblings stop
+                defects.append(defect)
+                scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            for index, call in enumerate(batch):
+                group.start_soon(run, index, call, group.cancel_scope)
+        # Raised here, outside any handler, so the exception keeps its own
+        # cause and context: it propagates as execute() would have raised it.
+        if len(defects) == 1:
+            raise defects[0]
+        if defects:
+            raise ExceptionGroup(f"{len(defects)} tool calls of one step raised", defects)
+        return [outcome for outcome in outcomes if outcome is not None]
 
     def __repr__(self) -> str:
         names = [definition.name for definition in self.definitions]
