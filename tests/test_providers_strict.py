@@ -215,9 +215,9 @@ def test_strict_form_input_validates_and_decodes_back(case: tuple[str, Any]) -> 
     jsonschema.validate(value, schema)
     sent = _strict_form(value, schema, schema)
     jsonschema.validate(sent, _converted(openai_chat, name))
-    assert _with_null_defaults(value, schema, schema) == openai_chat.strict_input(
-        board(), name, json.dumps(sent)
-    )
+    returned = openai_chat.strict_input(board(), name, json.dumps(sent))
+    assert isinstance(returned, str)
+    assert _with_null_defaults(value, schema, schema) == json.loads(returned)
     assert openai_chat.strict_input(board(), name, sent) == openai_responses.strict_input(
         board(), name, sent
     )
@@ -449,10 +449,14 @@ def test_strict_input_drops_nulls_only_for_left_out_optional_properties() -> Non
         "rows": [{"id": 1}, {"id": 2, "tag": "b"}],
         "pick": {"id": 3},
         "note": None,
-    } == openai_chat.strict_input(request, "nest", json.dumps(sent))
-    assert {"rows": [], "pick": "p", "note": None} == openai_chat.strict_input(
-        request, "nest", {"rows": [], "pick": "p", "note": None}
+    } == json.loads(openai_chat.strict_input(request, "nest", json.dumps(sent)))
+    assert {"rows": [{"id": 1}]} == openai_chat.strict_input(
+        request, "nest", {"rows": [{"id": 1, "tag": None}]}
     )
+    untouched = {"rows": [], "pick": "p", "note": None}
+    assert openai_chat.strict_input(request, "nest", untouched) is untouched
+    text = '{"rows": [],   "note": null}'
+    assert openai_chat.strict_input(request, "nest", text) is text
 
 
 def test_strict_input_leaves_a_required_null_for_the_pipeline_to_refuse() -> None:
@@ -461,7 +465,11 @@ def test_strict_input_leaves_a_required_null_for_the_pipeline_to_refuse() -> Non
     assert {"rows": None, "note": None} == openai_chat.strict_input(_request(_NESTED), "nest", sent)
 
 
-@pytest.mark.parametrize("arguments", ["{not json", "[1, 2]", b"\xff", '"text"'])
+@pytest.mark.parametrize(
+    "arguments",
+    ["{not json", "[1, 2]", b"\xff", '"text"', "[" * 100_000 + "]" * 100_000],
+    ids=["broken", "array", "bytes", "string", "deep"],
+)
 def test_strict_input_returns_what_it_cannot_read_unchanged(arguments: str | bytes) -> None:
     """Bad JSON or a non-object goes to the pipeline as it came, to fail as invalid input."""
     assert openai_chat.strict_input(_request(_NESTED), "nest", arguments) is arguments

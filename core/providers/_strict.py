@@ -465,8 +465,10 @@ def strict_input(
     Strict mode makes every property required, so the model sends ``null`` for
     an optional property it leaves out. This removes exactly those nulls (where
     the tool's own schema does not accept null), so the input decodes as if the
-    property had been omitted. Anything it cannot read (unknown tool, not JSON,
-    not an object) is returned unchanged for the pipeline to judge.
+    property had been omitted. JSON text comes back as JSON text, so the
+    pipeline still bounds and parses it; when nothing is removed, and for
+    anything it cannot read (unknown tool, not JSON, not an object), the
+    arguments come back as they are, for the pipeline to judge.
     """
     definition = next((d for d in request.definitions if d.name == name), None)
     if definition is None:
@@ -480,8 +482,13 @@ def strict_input(
     if not isinstance(value, Mapping):
         return arguments
     schema = definition.input_schema
-    stripped: Mapping[str, Any] = _strip(value, schema, schema)
-    return stripped
+    stripped = _strip(value, schema, schema)
+    if stripped == value:
+        return arguments
+    if isinstance(arguments, str | bytes):
+        return json.dumps(stripped, ensure_ascii=False, separators=(",", ":"))
+    result: Mapping[str, Any] = stripped
+    return result
 
 
 def _strip(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:

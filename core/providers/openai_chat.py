@@ -95,7 +95,8 @@ def _messages(reply: Answer) -> list[dict[str, Any]]:
         {"role": "tool", "tool_call_id": reply.call_id, "content": content}
     ]
     if attached:
-        intro = f"Content returned by tool call {reply.call_id} ({reply.name}):"
+        named = f" ({reply.name})" if reply.name else ""
+        intro = f"Content returned by tool call {reply.call_id}{named}:"
         messages.append({"role": "user", "content": [{"type": "text", "text": intro}, *attached]})
     return messages
 
