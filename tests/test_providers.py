@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -525,3 +528,36 @@ async def test_stored_live_outcomes_render_exactly_as_the_live_ones(
         live = provider.result(outcome)
         validate_result(provider, live)
         assert live == provider.result(pegboard.load_outcome(json.loads(row)))
+
+
+# -- the public face ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda module: module.__name__)
+def test_each_provider_module_has_the_four_functions(provider: Any) -> None:
+    """tools(request, *, strict=False), tool_choice(request), result(outcome),
+    interrupted(call, reason): the same names and parameters in every module.
+    """
+    signatures = {
+        name: inspect.signature(getattr(provider, name))
+        for name in ("tools", "tool_choice", "result", "interrupted")
+    }
+    assert ["request", "strict"] == list(signatures["tools"].parameters)
+    strict = signatures["tools"].parameters["strict"]
+    assert (inspect.Parameter.KEYWORD_ONLY, False) == (strict.kind, strict.default)
+    assert ["request"] == list(signatures["tool_choice"].parameters)
+    assert ["outcome"] == list(signatures["result"].parameters)
+    assert ["call", "reason"] == list(signatures["interrupted"].parameters)
+    assert {"interrupted", "result", "tool_choice", "tools"} <= set(provider.__all__)
+
+
+def test_the_package_imports_no_sdk() -> None:
+    """Importing pegboard.providers loads none of the provider SDKs."""
+    code = (
+        "import sys, pegboard.providers; "
+        "print(sorted(m for m in ('openai', 'anthropic', 'google.genai') if m in sys.modules))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "[]" == shown.strip()
