@@ -83,6 +83,7 @@ def assert_openai_strict(schema: Mapping[str, Any]) -> None:
     for node in _subschemas(schema):
         assert set(node) <= _OPENAI_KEYWORDS, set(node) - _OPENAI_KEYWORDS
         assert "type" in node or "anyOf" in node or "$ref" in node
+        assert "$ref" not in node or ["$ref"] == list(node)
         if "properties" in node:
             assert node["additionalProperties"] is False
             assert list(node["properties"]) == node["required"]
@@ -295,6 +296,23 @@ def test_anthropic_keeps_optional_properties_and_defaults() -> None:
     )
     assert {"type": "integer", "default": 2} == converted["properties"]["n"]
     assert [] == converted["required"]
+
+
+def test_a_described_reference_keeps_its_description_without_siblings_for_openai() -> None:
+    """OpenAI takes nothing beside $ref: the description moves to a one-branch anyOf."""
+    schema = {
+        **_object(a={"$ref": "#/$defs/A", "description": "The A."}),
+        "required": ["a"],
+        "$defs": {"A": _object(k={"type": "string"})},
+    }
+    converted = _convert(schema)
+    assert_openai_strict(converted)
+    assert {"anyOf": [{"$ref": "#/$defs/A"}], "description": "The A."} == converted["properties"][
+        "a"
+    ]
+    assert {"$ref": "#/$defs/A", "description": "The A."} == _convert(schema, anthropic)[
+        "properties"
+    ]["a"]
 
 
 def test_one_of_becomes_any_of() -> None:

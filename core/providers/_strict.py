@@ -80,6 +80,7 @@ class Profile:
     formats: frozenset[str]
     keeps_default: bool
     recursion: bool
+    ref_siblings: bool
     max_min_items: int | None = None
 
 
@@ -104,6 +105,7 @@ OPENAI: Final = Profile(
     ),
     keeps_default=False,
     recursion=True,
+    ref_siblings=False,
 )
 
 #: Anthropic strict tool use.
@@ -127,6 +129,7 @@ ANTHROPIC: Final = Profile(
     ),
     keeps_default=True,
     recursion=False,
+    ref_siblings=True,
     max_min_items=1,
 )
 
@@ -331,6 +334,10 @@ class _Converter:
                 "$ref",
                 f"keywords beside $ref ({', '.join(sorted(others))}) are not supported",
             )
+        if out and not self.profile.ref_siblings:
+            # OpenAI takes no keywords beside $ref; a one-branch anyOf keeps the
+            # description without changing what is accepted.
+            return {"anyOf": [{"$ref": ref}], **out}
         out["$ref"] = ref
         return out
 
