@@ -242,6 +242,16 @@ async def raises_key_error(input: NoteInput, context: pegboard.ToolContext) -> A
     raise KeyError("text")
 
 
+# --- generated ----------------------------------------------------------------------------
+
+#: Accepts an object without "text": the tool below trusts a key its schema never required.
+LOOSE_NOTE = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+async def trusts_a_key(input: dict[str, Any], context: pegboard.ToolContext) -> Any:
+    return NoteOutput(len(input["text"].split()))
+
+
 # --- metadata -----------------------------------------------------------------------------
 
 
@@ -330,11 +340,31 @@ BROKEN = [
     ),
     pytest.param(EnrichesItsSchema, "definitions", "keyword 'enum'", id="schema-changed"),
     pytest.param(Shadows, "definitions", "takes the name of a built-in tool", id="shadows"),
-    pytest.param(tools_with(execute=returns_a_dict), "examples", "invalid_output", id="output"),
+    # A tool broken on every input fails its examples and every generated input alike.
     pytest.param(
-        tools_with(output=LaxOutputCodec()), "examples", "output schema refuses", id="lax-encode"
+        tools_with(execute=returns_a_dict),
+        ("examples", "generated"),
+        "invalid_output",
+        id="output",
     ),
-    pytest.param(tools_with(execute=raises_key_error), "examples", "raised KeyError", id="raises"),
+    pytest.param(
+        tools_with(output=LaxOutputCodec()),
+        ("examples", "generated"),
+        "output schema refuses",
+        id="lax-encode",
+    ),
+    pytest.param(
+        tools_with(execute=raises_key_error),
+        ("examples", "generated"),
+        "raised KeyError",
+        id="raises",
+    ),
+    pytest.param(
+        tools_with(input=LOOSE_NOTE, execute=trusts_a_key),
+        "generated",
+        "raised KeyError: 'text' on input its input schema accepts: {}",
+        id="trusts-a-key",
+    ),
     pytest.param(tools_with(execute=metadata_list), "metadata", "not a JSON object", id="meta"),
     pytest.param(tools_with(execute=metadata_copy), "metadata", "copy of its output", id="copy"),
     pytest.param(
@@ -359,17 +389,27 @@ BROKEN = [
 ]
 
 
-@pytest.mark.parametrize(("make", "law", "message"), BROKEN)
+def _laws(param: Any) -> tuple[str, ...]:
+    laws = param.values[1]
+    return laws if isinstance(laws, tuple) else (laws,)
+
+
+@pytest.mark.parametrize(("make", "laws", "message"), BROKEN)
 def test_each_broken_plugin_fails_exactly_its_check(
-    make: Callable[[], object], law: str, message: str, backend: str, tmp_path: Path
+    make: Callable[[], object],
+    laws: str | tuple[str, ...],
+    message: str,
+    backend: str,
+    tmp_path: Path,
 ) -> None:
     """A plugin that breaks one law fails that check alone, saying what broke and the fix."""
+    expected = laws if isinstance(laws, tuple) else (laws,)
     report = check(make(), name="notes", examples=EXAMPLES, backend=backend, directory=tmp_path)
-    assert [law] == [result.name for result in report.failed], report.format()
-    [failed] = report.failed
-    assert any(message in problem.message for problem in failed.problems), failed.describe()
-    assert all(problem.fix for problem in failed.problems)
-    assert failed.law in failed.describe()
+    assert list(expected) == [result.name for result in report.failed], report.format()
+    for failed in report.failed:
+        assert any(message in problem.message for problem in failed.problems), failed.describe()
+        assert all(problem.fix for problem in failed.problems)
+        assert failed.law in failed.describe()
 
 
 def test_a_failure_without_a_message_fails_examples(tmp_path: Path) -> None:
@@ -406,17 +446,17 @@ def test_a_tool_that_hangs_after_cancellation_fails(
 
 
 def test_a_good_plugin_passes_every_check(backend: str, tmp_path: Path) -> None:
-    """The well-behaved plugin passes all nine checks; none is skipped."""
+    """The well-behaved plugin passes all ten checks; none is skipped."""
     report = check(Good(), examples=EXAMPLES, backend=backend, directory=tmp_path)
     assert list(check_names()) == [result.name for result in report.results]
     assert {"passed"} == {result.status for result in report.results}, report.format()
     assert report.passed
-    assert "conforms: 9 passed" in report.format()
+    assert "conforms: 10 passed" in report.format()
 
 
 def test_every_check_is_failed_by_some_broken_plugin() -> None:
     """A check that no broken plugin can fail is not a check."""
-    assert set(check_names()) == {param.values[1] for param in BROKEN}
+    assert set(check_names()) == {law for param in BROKEN for law in _laws(param)}
 
 
 def test_checks_without_anything_to_judge_are_skipped(tmp_path: Path) -> None:
@@ -440,7 +480,7 @@ def test_a_plugin_that_does_not_activate_fails_activation_alone(tmp_path: Path) 
     assert "RuntimeError: no database" in report.failed[0].problems[0].message
     reasons = {result.name: result.reason for result in report.results if result.reason}
     assert "the plugin implements no execute_after" in str(reasons.pop("hooks"))
-    assert 7 == len(reasons)
+    assert 8 == len(reasons)
     assert all("did not activate (activation: RuntimeError" in str(r) for r in reasons.values())
 
 
@@ -457,6 +497,43 @@ def test_the_isolation_check_can_be_told_a_tool_is_not_deterministic(tmp_path: P
     report = check(SharedNotes(), examples=examples, only=["isolation"], directory=tmp_path)
     assert report.passed
     assert "only the tool names were compared" in report.results[0].notes[0]
+
+
+def test_a_plugin_without_examples_is_still_exercised(backend: str, tmp_path: Path) -> None:
+    """No examples at all: generated inputs call every tool, and a good plugin passes."""
+    calls: list[str] = []
+
+    async def counts(input: NoteInput, context: pegboard.ToolContext) -> Any:
+        calls.append(input.text)
+        return NoteOutput(len(input.text.split()))
+
+    plugin = tools_with(execute=counts)()
+    report = check(plugin, only=["generated"], backend=backend, directory=tmp_path)
+    assert report.passed, report.format()
+    assert 25 == len(calls)
+
+
+def test_a_tool_nothing_exercised_is_not_verified(tmp_path: Path) -> None:
+    """Without examples or generated inputs a tool is not verified: the check fails."""
+    report = check(Good(), only=["generated"], generated=0, directory=tmp_path)
+    assert not report.passed
+    [problem] = report.failed[0].problems
+    assert "'notes_count' is not verified" in problem.message
+    assert "skip={'notes_count':" in problem.fix
+    assert "not verified: notes_count" in report.format()
+
+
+def test_a_skipped_tool_is_not_called_and_says_why(tmp_path: Path) -> None:
+    """An author may skip a tool with a reason; the report shows the reason."""
+    plugin = tools_with(execute=raises_key_error)()
+    report = check(
+        plugin,
+        only=["generated"],
+        skip={"notes_count": "it needs the network"},
+        directory=tmp_path,
+    )
+    assert report.passed, report.format()
+    assert "tool 'notes_count' is skipped: it needs the network" in report.format()
 
 
 def test_unknown_check_names_are_refused() -> None:
@@ -500,7 +577,7 @@ def test_a_subclass_runs_every_check_on_both_backends(pytester: pytest.Pytester)
     pytester.makepyfile(textwrap.dedent(PLUGIN_SOURCE.format(body="await anyio.sleep(0.01)")))
     result = pytester.runpytest(*QUIET, "-v")
     # No execute_after or prepare_request hook: the hooks check skips on both backends.
-    result.assert_outcomes(passed=16, skipped=2)
+    result.assert_outcomes(passed=18, skipped=2)
     result.stdout.fnmatch_lines(["*TestWaits::test_cancellation[[]trio[]] PASSED*"])
 
 
@@ -540,7 +617,7 @@ def test_the_command_line_checks_a_conformance_class(
     out = capsys.readouterr().out
     assert "PASS cancellation [asyncio]" in out
     assert "SKIP hooks [asyncio]" in out
-    assert "plugin 'waits' conforms: 8 passed, 1 skipped" in out
+    assert "plugin 'waits' conforms: 9 passed, 1 skipped" in out
 
 
 def test_the_command_line_exits_1_when_a_check_fails(
@@ -562,6 +639,24 @@ def test_the_command_line_exits_2_when_it_cannot_start(capsys: pytest.CaptureFix
     assert "neither an installed plugin nor an importable module" in capsys.readouterr().out
     assert 2 == run_cli(["builtin", "--options", "[1]"])
     assert 2 == run_cli(["builtin", "--only", "nope"])
+
+
+def test_options_go_before_or_after_the_plugin(
+    plugin_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pegboard check --trusted PLUGIN`` and ``pegboard check PLUGIN --trusted`` agree."""
+    from pegboard.cli._main import build_parser
+
+    target = f"{plugin_file}:TestWaits"
+    for words in (["--only", "teardown", target], [target, "--only", "teardown"]):
+        arguments = build_parser().parse_args(["check", "--trusted", *words])
+        assert (target, True, ["teardown"]) == (
+            arguments.plugin,
+            arguments.trusted,
+            arguments.only,
+        )
+        assert 0 == arguments.run(arguments)
+    assert 2 == capsys.readouterr().out.count("PASS teardown [asyncio]")
 
 
 def test_python_dash_m_runs_the_same_command(plugin_file: Path) -> None:

@@ -15,7 +15,14 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from . import _check_calls, _check_cancellation, _check_definitions, _check_hooks, _check_scopes
+from . import (
+    _check_calls,
+    _check_cancellation,
+    _check_definitions,
+    _check_generated,
+    _check_hooks,
+    _check_scopes,
+)
 from ._bench import Bench, describe_error
 from ._report import CheckResult, Findings, NotJudged, Report, Status
 from ._subject import Example, Files, Subject
@@ -52,6 +59,13 @@ CHECKS: tuple[Check, ...] = (
         "output schema and canonical, non-empty content (laws 2 and 3: codec boundary, "
         "canonical representation)",
         _check_calls.examples,
+    ),
+    Check(
+        "generated",
+        "every tool settles on every input its input schema accepts: it completes with valid "
+        "output and content or raises pegboard.ToolFailure, and no tool goes unexercised "
+        "(laws 2 and 3: codec boundary, canonical representation)",
+        _check_generated.generated,
     ),
     Check(
         "metadata",
@@ -105,6 +119,8 @@ async def run_checks(
     examples: Iterable[Example] = (),
     files: Files = None,
     timeout: float = 10.0,  # noqa: ASYNC109 - bounds each call, not this function
+    skip: Mapping[str, str] | None = None,
+    generated: int = 25,
     only: Iterable[str] | None = None,
     directory: str | os.PathLike[str] | None = None,
 ) -> Report:
@@ -116,6 +132,8 @@ async def run_checks(
     ``trusted`` grants it the trusted services; ``examples`` are calls of its
     tools; ``files`` seed every fresh Location (a mapping of relative paths to
     content, or a folder to copy); ``timeout`` bounds each call and activation.
+    ``skip`` maps tools the checks must not call to the reason why;
+    ``generated`` is how many inputs to draw from each tool's input schema.
     ``only`` selects checks by name; ``directory`` is where Locations are made
     (default: a temporary folder, removed afterwards).
     """
@@ -127,6 +145,8 @@ async def run_checks(
         examples=tuple(examples),
         files=files,
         timeout=timeout,
+        skip=dict(skip or {}),
+        generated=generated,
     )
     return await run_subject(subject, only=only, directory=directory)
 
@@ -199,6 +219,7 @@ async def _run(subject: Subject, selected: tuple[Check, ...], directory: Path) -
                 problems=tuple(findings.problems),
                 notes=tuple(findings.notes),
                 reason=reason,
+                unverified=tuple(findings.unverified),
             )
         )
     return Report(subject.describe(), tuple(results))

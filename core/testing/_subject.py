@@ -67,6 +67,10 @@ class Subject:
     examples: tuple[Example, ...] = ()
     files: Files = None
     timeout: float = 10.0
+    #: Tools the checks do not call, each with the reason a reader of the report sees.
+    skip: Mapping[str, str] = attrs.field(factory=dict)
+    #: How many inputs the generated check draws from each tool's input schema.
+    generated: int = 25
 
     def install(self, host: Host) -> str:
         """Make the plugin available on ``host``; return the name to enable."""
