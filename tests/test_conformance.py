@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -252,6 +253,33 @@ async def trusts_a_key(input: dict[str, Any], context: pegboard.ToolContext) -> 
     return NoteOutput(len(input["text"].split()))
 
 
+# --- blocking -----------------------------------------------------------------------------
+
+
+class SleepsInActivation(Good):
+    """Opens a 'connection' with a blocking call inside its async activation."""
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        time.sleep(0.3)  # noqa: ASYNC251 - the broken behaviour under test
+        tools.register({"count": count_tool()}, namespace="notes")
+        yield
+
+
+async def blocks_the_loop(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    if input.text == "buy milk":  # the example's input: other inputs stay quick
+        time.sleep(0.3)  # noqa: ASYNC251 - the broken behaviour under test
+    return NoteOutput(len(input.text.split()))
+
+
+class SleepsInItsHook(Good):
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> pegboard.Outcome | None:
+        if event.name == "notes_count" and event.call.call_id.endswith("-1"):
+            time.sleep(0.3)  # an audit log written synchronously, on the loop
+        return None
+
+
 # --- metadata -----------------------------------------------------------------------------
 
 
@@ -365,6 +393,18 @@ BROKEN = [
         "raised KeyError: 'text' on input its input schema accepts: {}",
         id="trusts-a-key",
     ),
+    pytest.param(
+        SleepsInActivation,
+        "blocking",
+        "activating plugin 'notes' (activate_location) blocked the event loop for",
+        id="sleeps-in-activation",
+    ),
+    pytest.param(
+        tools_with(execute=blocks_the_loop),
+        "blocking",
+        "a call of tool 'notes_count' (its execute, or a hook) blocked the event loop",
+        id="async-tool-blocks",
+    ),
     pytest.param(tools_with(execute=metadata_list), "metadata", "not a JSON object", id="meta"),
     pytest.param(tools_with(execute=metadata_copy), "metadata", "copy of its output", id="copy"),
     pytest.param(
@@ -446,12 +486,12 @@ def test_a_tool_that_hangs_after_cancellation_fails(
 
 
 def test_a_good_plugin_passes_every_check(backend: str, tmp_path: Path) -> None:
-    """The well-behaved plugin passes all ten checks; none is skipped."""
+    """The well-behaved plugin passes all eleven checks; none is skipped."""
     report = check(Good(), examples=EXAMPLES, backend=backend, directory=tmp_path)
     assert list(check_names()) == [result.name for result in report.results]
     assert {"passed"} == {result.status for result in report.results}, report.format()
     assert report.passed
-    assert "conforms: 10 passed" in report.format()
+    assert "conforms: 11 passed" in report.format()
 
 
 def test_every_check_is_failed_by_some_broken_plugin() -> None:
@@ -480,7 +520,7 @@ def test_a_plugin_that_does_not_activate_fails_activation_alone(tmp_path: Path) 
     assert "RuntimeError: no database" in report.failed[0].problems[0].message
     reasons = {result.name: result.reason for result in report.results if result.reason}
     assert "the plugin implements no execute_after" in str(reasons.pop("hooks"))
-    assert 8 == len(reasons)
+    assert 9 == len(reasons)
     assert all("did not activate (activation: RuntimeError" in str(r) for r in reasons.values())
 
 
@@ -536,6 +576,38 @@ def test_a_skipped_tool_is_not_called_and_says_why(tmp_path: Path) -> None:
     assert "tool 'notes_count' is skipped: it needs the network" in report.format()
 
 
+def test_a_slow_import_fails_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin module that takes longer than the threshold to import fails, with the time."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "slow_notes.py").write_text(
+        "import time\n"
+        "import pegboard\n"
+        "time.sleep(0.6)\n"
+        "@pegboard.hookimpl\n"
+        "def activate_location(tools):\n"
+        "    ok = pegboard.tool(description='Say ok.', execute=lambda i, c: 'ok')\n"
+        "    tools.register({'ok': ok})\n"
+    )
+    monkeypatch.syspath_prepend(str(source))
+    monkeypatch.setenv("PYTHONPATH", str(source))
+    report = check(
+        "slow_notes", only=["blocking"], import_threshold=0.3, directory=tmp_path / "checks"
+    )
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "importing 'slow_notes' takes 0." in result.problems[0].message
+    assert "import heavy libraries" in result.problems[0].fix
+
+
+def test_a_blocking_hook_is_named(tmp_path: Path) -> None:
+    """A hook that holds the loop during a call is caught while that call runs."""
+    report = check(SleepsInItsHook(), only=["blocking"], directory=tmp_path)
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "notes_count" in result.problems[0].message
+
+
 def test_unknown_check_names_are_refused() -> None:
     """only= takes check names; a typo says which names exist."""
     with pytest.raises(ValueError, match="no check named cancelation; checks: activation"):
@@ -577,7 +649,7 @@ def test_a_subclass_runs_every_check_on_both_backends(pytester: pytest.Pytester)
     pytester.makepyfile(textwrap.dedent(PLUGIN_SOURCE.format(body="await anyio.sleep(0.01)")))
     result = pytester.runpytest(*QUIET, "-v")
     # No execute_after or prepare_request hook: the hooks check skips on both backends.
-    result.assert_outcomes(passed=18, skipped=2)
+    result.assert_outcomes(passed=20, skipped=2)
     result.stdout.fnmatch_lines(["*TestWaits::test_cancellation[[]trio[]] PASSED*"])
 
 
@@ -617,7 +689,7 @@ def test_the_command_line_checks_a_conformance_class(
     out = capsys.readouterr().out
     assert "PASS cancellation [asyncio]" in out
     assert "SKIP hooks [asyncio]" in out
-    assert "plugin 'waits' conforms: 9 passed, 1 skipped" in out
+    assert "plugin 'waits' conforms: 10 passed, 1 skipped" in out
 
 
 def test_the_command_line_exits_1_when_a_check_fails(

@@ -19,7 +19,7 @@ from ._check_calls import output_problem
 from ._check_definitions import schema_problem
 from ._report import Findings
 
-__all__ = ("generated", "input_strategy")
+__all__ = ("exercise_once", "generated", "input_strategy")
 
 _INSTALL = "pip install 'pegboard[kit]'"
 
@@ -65,7 +65,7 @@ async def generated(bench: Bench, findings: Findings) -> None:
                 continue
             if bench.subject.generated == 0:
                 continue
-            trial, unusable = await _try(bench, opened, name, definition)
+            trial, unusable = await _try(bench, opened, name, definition, bench.subject.generated)
             if unusable is not None:
                 findings.note(f"tool {name!r}: no input could be generated ({unusable})")
                 continue
@@ -86,8 +86,24 @@ async def generated(bench: Bench, findings: Findings) -> None:
         )
 
 
+async def exercise_once(
+    bench: Bench,
+    opened: Opened,
+    name: str,
+    definition: pegboard.ToolDefinition,
+    request: pegboard.Request,
+) -> None:
+    """Call ``name`` with a few generated inputs, judging nothing (other checks watch)."""
+    await _try(bench, opened, name, definition, 3, request)
+
+
 async def _try(
-    bench: Bench, opened: Opened, name: str, definition: pegboard.ToolDefinition
+    bench: Bench,
+    opened: Opened,
+    name: str,
+    definition: pegboard.ToolDefinition,
+    examples: int,
+    request: pegboard.Request | None = None,
 ) -> tuple[_Trial, str | None]:
     """Run hypothesis in a worker thread; each example calls back into the event loop."""
     if schema_problem(definition.input_schema, "input schema") is not None:
@@ -96,7 +112,7 @@ async def _try(
         strategy = input_strategy(definition.input_schema)
     except ImportError:
         return _Trial(), f"hypothesis-jsonschema is not installed: {_INSTALL}"
-    request = opened.location.prepare()
+    request = opened.location.prepare() if request is None else request
     trial = _Trial()
 
     def call(value: Any) -> CallResult:
@@ -105,7 +121,7 @@ async def _try(
             functools.partial(bench.call, opened, name, value, request=request)
         )
 
-    run = functools.partial(_explore, strategy, call, definition, trial, bench.subject.generated)
+    run = functools.partial(_explore, strategy, call, definition, trial, examples)
     try:
         await anyio.to_thread.run_sync(run)
     except Exception as error:  # noqa: BLE001 - hypothesis refusing the schema is a finding

@@ -16,6 +16,7 @@ import anyio.to_thread
 import attrs
 
 from . import (
+    _check_blocking,
     _check_calls,
     _check_cancellation,
     _check_definitions,
@@ -66,6 +67,13 @@ CHECKS: tuple[Check, ...] = (
         "output and content or raises pegboard.ToolFailure, and no tool goes unexercised "
         "(laws 2 and 3: codec boundary, canonical representation)",
         _check_generated.generated,
+    ),
+    Check(
+        "blocking",
+        "the plugin never blocks the event loop: its activation, hooks, tools and teardown "
+        "each leave it free within the blocking threshold (100 ms by default), and its "
+        "module imports within the import threshold (1 s by default)",
+        _check_blocking.blocking,
     ),
     Check(
         "metadata",
@@ -121,6 +129,8 @@ async def run_checks(
     timeout: float = 10.0,  # noqa: ASYNC109 - bounds each call, not this function
     skip: Mapping[str, str] | None = None,
     generated: int = 25,
+    blocking_threshold: float = 0.1,
+    import_threshold: float = 1.0,
     only: Iterable[str] | None = None,
     directory: str | os.PathLike[str] | None = None,
 ) -> Report:
@@ -133,7 +143,9 @@ async def run_checks(
     tools; ``files`` seed every fresh Location (a mapping of relative paths to
     content, or a folder to copy); ``timeout`` bounds each call and activation.
     ``skip`` maps tools the checks must not call to the reason why;
-    ``generated`` is how many inputs to draw from each tool's input schema.
+    ``generated`` is how many inputs to draw from each tool's input schema;
+    ``blocking_threshold`` and ``import_threshold`` are the seconds the event loop
+    may stay blocked and the plugin's import may take.
     ``only`` selects checks by name; ``directory`` is where Locations are made
     (default: a temporary folder, removed afterwards).
     """
@@ -147,6 +159,8 @@ async def run_checks(
         timeout=timeout,
         skip=dict(skip or {}),
         generated=generated,
+        blocking_threshold=blocking_threshold,
+        import_threshold=import_threshold,
     )
     return await run_subject(subject, only=only, directory=directory)
 

@@ -45,7 +45,9 @@ class PluginConformance:
     - ``skip``: tools the checks must not call, each mapped to the reason
       (a tool that neither an example nor a generated input exercised is
       otherwise "not verified", and fails);
-    - ``generated``: how many inputs to draw from each tool's input schema.
+    - ``generated``: how many inputs to draw from each tool's input schema;
+    - ``blocking_threshold``: seconds the plugin may hold the event loop (0.1);
+    - ``import_threshold``: seconds importing its module may take (1.0).
     """
 
     plugin: ClassVar[object]
@@ -57,6 +59,8 @@ class PluginConformance:
     timeout: ClassVar[float] = 10.0
     skip: ClassVar[Mapping[str, str]] = {}
     generated: ClassVar[int] = 25
+    blocking_threshold: ClassVar[float] = 0.1
+    import_threshold: ClassVar[float] = 1.0
     backends: ClassVar[Sequence[str]] = ("asyncio", "trio")
 
     @classmethod
@@ -75,6 +79,8 @@ class PluginConformance:
             timeout=cls.timeout,
             skip=dict(cls.skip),
             generated=cls.generated,
+            blocking_threshold=cls.blocking_threshold,
+            import_threshold=cls.import_threshold,
         )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -115,6 +121,10 @@ class PluginConformance:
     def test_generated(self, pegboard_backend: str, tmp_path: Path) -> None:
         """Every tool settles on inputs generated from its schema; none goes unexercised."""
         self._verify("generated", pegboard_backend, tmp_path)
+
+    def test_blocking(self, pegboard_backend: str, tmp_path: Path) -> None:
+        """Nothing the plugin runs blocks the event loop; its module imports quickly."""
+        self._verify("blocking", pegboard_backend, tmp_path)
 
     def test_metadata(self, pegboard_backend: str, tmp_path: Path) -> None:
         """Metadata is a JSON object within its bound, never a copy of the output."""
