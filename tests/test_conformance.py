@@ -253,6 +253,17 @@ async def trusts_a_key(input: dict[str, Any], context: pegboard.ToolContext) -> 
     return NoteOutput(len(input["text"].split()))
 
 
+@attrs.frozen
+class TaggedNote:
+    text: str
+    tags: list[str] = attrs.Factory(list)
+
+
+async def tags_its_input(input: TaggedNote, context: pegboard.ToolContext) -> Any:
+    input.tags.append("counted")  # a frozen class, yet its list can still change
+    return NoteOutput(len(input.text.split()))
+
+
 # --- blocking -----------------------------------------------------------------------------
 
 
@@ -349,6 +360,22 @@ class RaisingPrepare(Good):
         raise ValueError("cannot read the allow-list")
 
 
+class AddsADefinition(Good):
+    @hookimpl
+    def prepare_request(self, definitions: list[pegboard.ToolDefinition]) -> None:
+        extra = {"type": "object", "properties": {}}
+        definitions.append(pegboard.ToolDefinition("notes_extra", "An extra.", extra, None))
+
+
+class LogsEachRequest(Good):
+    @hookimpl
+    def prepare_request(
+        self, location: pegboard.LocationInfo, definitions: list[pegboard.ToolDefinition]
+    ) -> None:
+        with open(location.root / "requests.log", "a") as log:
+            log.write(f"{len(definitions)}\n")
+
+
 def tools_with(**overrides: Any) -> Callable[[], Good]:
     return lambda: Good(lambda: {"count": count_tool(**overrides)})
 
@@ -422,10 +449,19 @@ BROKEN = [
     pytest.param(
         tools_with(input=LaxInputCodec()), "invalid_input", "was not protected", id="lax-decode"
     ),
-    pytest.param(GarbageHook, "hooks", "return a pegboard.Completed", id="garbage-hook"),
-    pytest.param(RaisingHook, "hooks", "no audit log", id="raising-hook"),
+    pytest.param(
+        tools_with(input=TaggedNote, execute=tags_its_input),
+        "generated",
+        "changed its input from",
+        id="mutates-input",
+    ),
+    # A hook broken on every outcome breaks every generated call as well.
+    pytest.param(GarbageHook, ("generated", "hooks"), "execute_after hook", id="garbage-hook"),
+    pytest.param(RaisingHook, ("generated", "hooks"), "no audit log", id="raising-hook"),
     pytest.param(RewritesOutput, "hooks", "output schema refuses", id="rewrites-output"),
     pytest.param(RaisingPrepare, "hooks", "cannot read the allow-list", id="raising-prepare"),
+    pytest.param(AddsADefinition, "hooks", "added definitions (notes_extra)", id="adds"),
+    pytest.param(LogsEachRequest, "hooks", "did I/O while preparing a request: open", id="io"),
 ]
 
 
@@ -522,6 +558,35 @@ def test_a_plugin_that_does_not_activate_fails_activation_alone(tmp_path: Path) 
     assert "the plugin implements no execute_after" in str(reasons.pop("hooks"))
     assert 9 == len(reasons)
     assert all("did not activate (activation: RuntimeError" in str(r) for r in reasons.values())
+
+
+class WrapsActivation(Good):
+    @hookimpl(wrapper=True)
+    def activate_location(self, tools: pegboard.Tools) -> Any:
+        return (yield)
+
+
+class MisspellsAHook(Good):
+    @hookimpl
+    def execute_before(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("plugin", "fix"),
+    [
+        (WrapsActivation, "remove wrapper=True / hookwrapper=True"),
+        (MisspellsAHook, "spell each hook as pegboard.hookspecs does: activate_location"),
+    ],
+    ids=["wrapper", "misspelt"],
+)
+def test_a_plugin_that_does_not_load_is_told_the_specific_fix(
+    plugin: Callable[[], object], fix: str, tmp_path: Path
+) -> None:
+    """A hook wrapper or a misspelt hook gets its own fix, not generic import advice."""
+    report = check(plugin(), only=["activation"], directory=tmp_path)
+    [failed] = report.failed
+    assert fix in failed.problems[0].fix, failed.describe()
 
 
 def test_an_example_naming_an_unknown_tool_fails_examples(tmp_path: Path) -> None:

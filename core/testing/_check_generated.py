@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import warnings
 from collections.abc import Callable, Mapping
@@ -35,6 +36,35 @@ class _Trial:
     calls: int = 0
     #: The smallest input that broke the tool, what happened, and the fix.
     broken: tuple[Any, str, str] | None = None
+    #: Set by the spy when the tool changed the input it was given.
+    mutated: str | None = None
+
+
+def _plain(value: Any) -> Any:
+    """A deep, comparable copy of a decoded input (attrs instances become dicts)."""
+    if attrs.has(type(value)):
+        value = attrs.asdict(value, recurse=True)
+    return copy.deepcopy(value)
+
+
+def _spied(tool: pegboard.Tool, trial: _Trial) -> pegboard.Tool:
+    """``tool`` with an execute that notices a change to its input."""
+    original = tool.execute
+    is_async = tool.is_async
+
+    async def spy(value: Any, context: pegboard.ToolContext) -> Any:
+        trial.mutated = None
+        before = _plain(value)
+        try:
+            if is_async:
+                return await original(value, context)
+            return await anyio.to_thread.run_sync(original, value, context)
+        finally:
+            after = _plain(value)
+            if after != before:
+                trial.mutated = f"from {_show(before, 100)} to {_show(after, 100)}"
+
+    return attrs.evolve(tool, execute=spy)
 
 
 def input_strategy(schema: Mapping[str, Any]) -> Any:
@@ -114,11 +144,15 @@ async def _try(
         return _Trial(), f"hypothesis-jsonschema is not installed: {_INSTALL}"
     request = opened.location.prepare() if request is None else request
     trial = _Trial()
+    # The kit's own copy of the request runs a spy in place of the tool's execute.
+    captured = request._tools
+    spied = copy.copy(request)
+    spied._tools = {**captured, name: _spied(captured[name], trial)}
 
     def call(value: Any) -> CallResult:
         trial.calls += 1
         return anyio.from_thread.run(
-            functools.partial(bench.call, opened, name, value, request=request)
+            functools.partial(bench.call, opened, name, value, request=spied)
         )
 
     run = functools.partial(_explore, strategy, call, definition, trial, examples)
@@ -150,6 +184,14 @@ def _explore(
     @hypothesis.given(strategy)
     def exercise(value: Any) -> None:
         verdict = _verdict(call(value), definition)
+        if verdict is None and trial.mutated is not None:
+            verdict = (
+                f"changed its input {trial.mutated}",
+                (
+                    "treat the input as read-only: copy it (copy.deepcopy, attrs.evolve) before "
+                    "changing it; the runner keeps the input it sent"
+                ),
+            )
         if verdict is not None:
             trial.broken = (value, *verdict)  # shrinking leaves the smallest one last
             raise _BrokeError(verdict[0])
@@ -162,6 +204,11 @@ def _explore(
 
 def _verdict(result: CallResult, definition: pegboard.ToolDefinition) -> tuple[str, str] | None:
     """``(what happened, fix)`` when a schema-valid input broke the tool, else ``None``."""
+    if result.hook_error is not None:
+        return f"settled, then an execute_after hook raised {describe_error(result.hook_error)}", (
+            "an execute_after hook handles every outcome: return a pegboard.Completed, a "
+            "pegboard.Failed or None, and never raise"
+        )
     error = result.tool_error
     if isinstance(error, CallTimeout):
         return str(error).replace("the call", "did not settle:", 1), (

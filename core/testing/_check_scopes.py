@@ -26,6 +26,26 @@ _SETUP_FIXES = {
 }
 
 
+def _setup_fix(phase: str, problem: str) -> str:
+    """The fix for a plugin that did not load or activate, by what the error says."""
+    if "wrapper" in problem:
+        return (
+            "remove wrapper=True / hookwrapper=True from @pegboard.hookimpl: pegboard runs each "
+            "hook once per plugin, in the Location's plugin order"
+        )
+    if "not a pegboard hook" in problem:
+        return "spell each hook as pegboard.hookspecs does: " + ", ".join(_HOOK_NAMES)
+    if "prepare_request" in problem and ("async" in problem or "coroutine" in problem):
+        return (
+            "make prepare_request a plain def: it runs synchronously for every request and "
+            "only removes definitions from the list it is given"
+        )
+    return _SETUP_FIXES.get(phase, "implement activate_location and register tools there")
+
+
+_HOOK_NAMES = ("activate_location", "execute_after", "prepare_request")
+
+
 async def activation(bench: Bench, findings: Findings) -> None:
     """A fresh Location, one opened after it closed, and one opened beside another."""
     async with bench.open("activation-1", require_active=False) as first:
@@ -42,7 +62,7 @@ def _activated(bench: Bench, opened: Opened, where: str, findings: Findings) -> 
     problem = bench.setup_error(opened.location)
     if problem is not None:
         phase = problem.partition(":")[0]
-        fix = _SETUP_FIXES.get(phase, "implement activate_location and register tools there")
+        fix = _setup_fix(phase, problem)
         if "ServiceDenied" in problem:
             fix = (
                 "the plugin uses trusted services: check it as trusted (trusted = True, or "
