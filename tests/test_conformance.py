@@ -165,6 +165,28 @@ class CountsLocations(Good):
         yield
 
 
+#: What a careless plugin keeps at module level: the root of the first Location it saw.
+FIRST_ROOT: list[Path] = []
+
+
+class CachesTheFirstRoot(Good):
+    """Reads its notes from the first Location's folder, in every Location after it."""
+
+    @hookimpl
+    async def activate_location(
+        self, location: pegboard.LocationInfo, tools: pegboard.Tools
+    ) -> AsyncIterator[None]:
+        FIRST_ROOT[:] = FIRST_ROOT or [location.root]
+
+        async def count(input: NoteInput, context: pegboard.ToolContext) -> Any:
+            if not FIRST_ROOT[0].exists():
+                raise pegboard.ToolFailure(f"notes folder {FIRST_ROOT[0]} is gone")
+            return NoteOutput(len(input.text.split()))
+
+        tools.register({"count": count_tool(execute=count)}, namespace="notes")
+        yield
+
+
 # --- definitions --------------------------------------------------------------------------
 
 
@@ -286,8 +308,8 @@ async def blocks_the_loop(input: NoteInput, context: pegboard.ToolContext) -> An
 class SleepsInItsHook(Good):
     @hookimpl
     def execute_after(self, event: pegboard.ExecuteEvent) -> pegboard.Outcome | None:
-        if event.name == "notes_count" and event.call.call_id.endswith("-1"):
-            time.sleep(0.3)  # an audit log written synchronously, on the loop
+        if event.name == "notes_count":
+            time.sleep(0.15)  # an audit log written synchronously, on the loop
         return None
 
 
@@ -383,10 +405,23 @@ def tools_with(**overrides: Any) -> Callable[[], Good]:
 BROKEN = [
     pytest.param(RegistersNothing, "activation", "registered no tools", id="registers-nothing"),
     pytest.param(KeepsTheFirstTools, "activation", "scope 'plugin:", id="keeps-first-tools"),
-    pytest.param(AnnouncesToPeers, "teardown", "remain in another open Location", id="leaks"),
+    # It reaches into the other open Location, which isolation sees as well.
+    pytest.param(
+        AnnouncesToPeers,
+        ("teardown", "isolation"),
+        "notes_peer_1",
+        id="leaks",
+    ),
     pytest.param(FailsTeardown, "teardown", "could not flush", id="teardown-raises"),
     pytest.param(SharedNotes, "isolation", "settled differently in two Locations", id="shared"),
     pytest.param(CountsLocations, "isolation", "got different tools", id="grows"),
+    # Every closed Location's folder is deleted, so the stale root shows in the examples.
+    pytest.param(
+        lambda: (FIRST_ROOT.clear(), CachesTheFirstRoot())[1],
+        "examples",
+        "activation-1/location is gone; the example expects completed",
+        id="caches-first-root",
+    ),
     pytest.param(
         lambda: Good(lambda: {"count": count_tool(description=description_from_an_empty_file())}),
         "definitions",
@@ -671,6 +706,24 @@ def test_a_blocking_hook_is_named(tmp_path: Path) -> None:
     [result] = report.results
     assert "failed" == result.status, report.format()
     assert "notes_count" in result.problems[0].message
+
+
+def test_a_clock_tool_is_not_taken_for_shared_state(tmp_path: Path) -> None:
+    """Times and UUIDs change from call to call in any plugin; isolation ignores them."""
+    import datetime
+    import uuid
+
+    async def now(input: NoteInput, context: pegboard.ToolContext) -> str:
+        await anyio.sleep(0.002)
+        moment = datetime.datetime.now(datetime.UTC).isoformat()
+        return f"{moment} ({uuid.uuid4()}) {input.text}"
+
+    plugin = Good(
+        lambda: {"count": pegboard.tool(description="Now.", execute=now, input=NoteInput)}
+    )
+    example = Example(tool="notes_count", input={"text": "x"})
+    report = check(plugin, examples=[example], only=["isolation"], directory=tmp_path)
+    assert report.passed, report.format()
 
 
 def test_unknown_check_names_are_refused() -> None:
