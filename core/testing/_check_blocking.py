@@ -13,6 +13,7 @@ import anyio.to_thread
 import attrs
 import importlib_metadata
 
+from .._plugins import BUILTIN_MODULES
 from ._bench import Bench, describe_error
 from ._check_generated import exercise_once
 from ._report import Findings
@@ -165,6 +166,8 @@ def _module_of(bench: Bench) -> str | None:
     plugin = bench.subject.plugin
     if not isinstance(plugin, str):
         return None
+    if plugin in BUILTIN_MODULES:
+        return BUILTIN_MODULES[plugin]
     for point in importlib_metadata.entry_points(group="pegboard", name=plugin):
         return str(point.module)
     where = plugin.partition(":")[0]

@@ -23,6 +23,8 @@ from ._report import Findings
 __all__ = ("exercise_once", "generated", "input_strategy")
 
 _INSTALL = "pip install 'pegboard[kit]'"
+#: Calls per generated input a tool may take, shrinking included, before the kit stops.
+_BUDGET_PER_EXAMPLE = 8
 
 
 class _BrokeError(AssertionError):
@@ -124,7 +126,7 @@ async def exercise_once(
     request: pegboard.Request,
 ) -> None:
     """Call ``name`` with a few generated inputs, judging nothing (other checks watch)."""
-    await _try(bench, opened, name, definition, 3, request)
+    await _try(bench, opened, name, definition, 3, request, shrink=False)
 
 
 async def _try(
@@ -134,6 +136,8 @@ async def _try(
     definition: pegboard.ToolDefinition,
     examples: int,
     request: pegboard.Request | None = None,
+    *,
+    shrink: bool = True,
 ) -> tuple[_Trial, str | None]:
     """Run hypothesis in a worker thread; each example calls back into the event loop."""
     if schema_problem(definition.input_schema, "input schema") is not None:
@@ -149,13 +153,17 @@ async def _try(
     spied = copy.copy(request)
     spied._tools = {**captured, name: _spied(captured[name], trial)}
 
-    def call(value: Any) -> CallResult:
+    budget = _BUDGET_PER_EXAMPLE * examples
+
+    def call(value: Any) -> CallResult | None:
+        if trial.calls >= budget:
+            return None  # shrinking a slow tool stops here; the smallest so far is kept
         trial.calls += 1
         return anyio.from_thread.run(
             functools.partial(bench.call, opened, name, value, request=spied)
         )
 
-    run = functools.partial(_explore, strategy, call, definition, trial, examples)
+    run = functools.partial(_explore, strategy, call, definition, trial, examples, shrink)
     try:
         await anyio.to_thread.run_sync(run)
     except Exception as error:  # noqa: BLE001 - hypothesis refusing the schema is a finding
@@ -166,12 +174,15 @@ async def _try(
 
 def _explore(
     strategy: Any,
-    call: Callable[[Any], CallResult],
+    call: Callable[[Any], CallResult | None],
     definition: pegboard.ToolDefinition,
     trial: _Trial,
     examples: int,
+    shrink: bool,
 ) -> None:
     import hypothesis
+
+    phases = [hypothesis.Phase.generate, *([hypothesis.Phase.shrink] if shrink else [])]
 
     @hypothesis.settings(
         max_examples=examples,
@@ -179,11 +190,14 @@ def _explore(
         database=None,
         derandomize=True,
         suppress_health_check=list(hypothesis.HealthCheck),
-        phases=[hypothesis.Phase.generate, hypothesis.Phase.shrink],
+        phases=phases,
     )
     @hypothesis.given(strategy)
     def exercise(value: Any) -> None:
-        verdict = _verdict(call(value), definition)
+        result = call(value)
+        if result is None:
+            return
+        verdict = _verdict(result, definition)
         if verdict is None and trial.mutated is not None:
             verdict = (
                 f"changed its input {trial.mutated}",
