@@ -41,6 +41,11 @@ class Filesystem:
         Relative paths are taken from the root. With ``write=False`` the
         managed output directories are allowed as well.
         """
+        if "\0" in os.fspath(path):
+            raise OutsideLocationError(
+                f"{os.fspath(path)!r} holds a NUL character, which no file name can; "
+                "use a path inside the Location"
+            )
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate

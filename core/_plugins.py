@@ -14,7 +14,16 @@ import pluggy
 
 from pegboard import hookspecs
 
-__all__ = ("BUILTIN", "ENTRY_POINT_GROUP", "MCP", "PluginError", "PluginInfo", "Plugins")
+__all__ = (
+    "BUILTIN",
+    "BUILTIN_MODULES",
+    "ENTRY_POINT_GROUP",
+    "MANIFEST",
+    "MCP",
+    "PluginError",
+    "PluginInfo",
+    "Plugins",
+)
 
 logger = logging.getLogger("pegboard")
 
@@ -24,6 +33,14 @@ ENTRY_POINT_GROUP = "pegboard"
 BUILTIN = "builtin"
 #: The built-in plugin that mounts MCP servers; it needs the ``mcp`` extra to load.
 MCP = "mcp"
+#: The built-in plugin that loads tools declared in manifest files.
+MANIFEST = "manifest"
+#: The module of each built-in plugin.
+BUILTIN_MODULES = {
+    BUILTIN: "pegboard.plugins_builtin",
+    MCP: "pegboard.plugins_builtin.mcp",
+    MANIFEST: "pegboard.plugins_builtin.manifest",
+}
 _HOOKS = ("activate_location", "execute_after", "prepare_request")
 
 Phase = Literal["import", "options", "activation", "teardown", "hook", "background"]
@@ -93,10 +110,7 @@ class Plugins:
         version = _version("pegboard")
         entries = {
             name: _Entry(name, "pegboard", version, _importer(path))
-            for name, path in (
-                (BUILTIN, "pegboard.plugins_builtin"),
-                (MCP, "pegboard.plugins_builtin.mcp"),
-            )
+            for name, path in BUILTIN_MODULES.items()
         }
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
             name, version = _distribution(point)

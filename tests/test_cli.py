@@ -244,9 +244,17 @@ def test_every_option_is_documented() -> None:
             missing.append(name)
             continue
         body = section[1].split("\n## ", 1)[0]
-        for action in command._actions:
-            missing += [f"{name} {option}" for option in action.option_strings
-                        if option not in ("-h", "--help") and f"`{option}" not in body]  # fmt: skip
+        parsers = [command]
+        while parsers:  # commands with subcommands (pegboard new plugin) document them too
+            actions = parsers.pop()._actions
+            for action in actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    parsers.extend(action.choices.values())
+                missing += [
+                    f"{name} {option}"
+                    for option in action.option_strings
+                    if option not in ("-h", "--help") and f"`{option}" not in body
+                ]
     assert [] == missing
 
 

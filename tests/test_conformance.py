@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,28 @@ class CountsLocations(Good):
         yield
 
 
+#: What a careless plugin keeps at module level: the root of the first Location it saw.
+FIRST_ROOT: list[Path] = []
+
+
+class CachesTheFirstRoot(Good):
+    """Reads its notes from the first Location's folder, in every Location after it."""
+
+    @hookimpl
+    async def activate_location(
+        self, location: pegboard.LocationInfo, tools: pegboard.Tools
+    ) -> AsyncIterator[None]:
+        FIRST_ROOT[:] = FIRST_ROOT or [location.root]
+
+        async def count(input: NoteInput, context: pegboard.ToolContext) -> Any:
+            if not FIRST_ROOT[0].exists():
+                raise pegboard.ToolFailure(f"notes folder {FIRST_ROOT[0]} is gone")
+            return NoteOutput(len(input.text.split()))
+
+        tools.register({"count": count_tool(execute=count)}, namespace="notes")
+        yield
+
+
 # --- definitions --------------------------------------------------------------------------
 
 
@@ -242,6 +265,54 @@ async def raises_key_error(input: NoteInput, context: pegboard.ToolContext) -> A
     raise KeyError("text")
 
 
+# --- generated ----------------------------------------------------------------------------
+
+#: Accepts an object without "text": the tool below trusts a key its schema never required.
+LOOSE_NOTE = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+async def trusts_a_key(input: dict[str, Any], context: pegboard.ToolContext) -> Any:
+    return NoteOutput(len(input["text"].split()))
+
+
+@attrs.frozen
+class TaggedNote:
+    text: str
+    tags: list[str] = attrs.Factory(list)
+
+
+async def tags_its_input(input: TaggedNote, context: pegboard.ToolContext) -> Any:
+    input.tags.append("counted")  # a frozen class, yet its list can still change
+    return NoteOutput(len(input.text.split()))
+
+
+# --- blocking -----------------------------------------------------------------------------
+
+
+class SleepsInActivation(Good):
+    """Opens a 'connection' with a blocking call inside its async activation."""
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        time.sleep(0.3)  # noqa: ASYNC251 - the broken behaviour under test
+        tools.register({"count": count_tool()}, namespace="notes")
+        yield
+
+
+async def blocks_the_loop(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    if input.text == "buy milk":  # the example's input: other inputs stay quick
+        time.sleep(0.3)  # noqa: ASYNC251 - the broken behaviour under test
+    return NoteOutput(len(input.text.split()))
+
+
+class SleepsInItsHook(Good):
+    @hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> pegboard.Outcome | None:
+        if event.name == "notes_count":
+            time.sleep(0.15)  # an audit log written synchronously, on the loop
+        return None
+
+
 # --- metadata -----------------------------------------------------------------------------
 
 
@@ -311,6 +382,22 @@ class RaisingPrepare(Good):
         raise ValueError("cannot read the allow-list")
 
 
+class AddsADefinition(Good):
+    @hookimpl
+    def prepare_request(self, definitions: list[pegboard.ToolDefinition]) -> None:
+        extra = {"type": "object", "properties": {}}
+        definitions.append(pegboard.ToolDefinition("notes_extra", "An extra.", extra, None))
+
+
+class LogsEachRequest(Good):
+    @hookimpl
+    def prepare_request(
+        self, location: pegboard.LocationInfo, definitions: list[pegboard.ToolDefinition]
+    ) -> None:
+        with open(location.root / "requests.log", "a") as log:
+            log.write(f"{len(definitions)}\n")
+
+
 def tools_with(**overrides: Any) -> Callable[[], Good]:
     return lambda: Good(lambda: {"count": count_tool(**overrides)})
 
@@ -318,10 +405,23 @@ def tools_with(**overrides: Any) -> Callable[[], Good]:
 BROKEN = [
     pytest.param(RegistersNothing, "activation", "registered no tools", id="registers-nothing"),
     pytest.param(KeepsTheFirstTools, "activation", "scope 'plugin:", id="keeps-first-tools"),
-    pytest.param(AnnouncesToPeers, "teardown", "remain in another open Location", id="leaks"),
+    # It reaches into the other open Location, which isolation sees as well.
+    pytest.param(
+        AnnouncesToPeers,
+        ("teardown", "isolation"),
+        "notes_peer_1",
+        id="leaks",
+    ),
     pytest.param(FailsTeardown, "teardown", "could not flush", id="teardown-raises"),
     pytest.param(SharedNotes, "isolation", "settled differently in two Locations", id="shared"),
     pytest.param(CountsLocations, "isolation", "got different tools", id="grows"),
+    # Every closed Location's folder is deleted, so the stale root shows in the examples.
+    pytest.param(
+        lambda: (FIRST_ROOT.clear(), CachesTheFirstRoot())[1],
+        "examples",
+        "activation-1/location is gone; the example expects completed",
+        id="caches-first-root",
+    ),
     pytest.param(
         lambda: Good(lambda: {"count": count_tool(description=description_from_an_empty_file())}),
         "definitions",
@@ -330,11 +430,43 @@ BROKEN = [
     ),
     pytest.param(EnrichesItsSchema, "definitions", "keyword 'enum'", id="schema-changed"),
     pytest.param(Shadows, "definitions", "takes the name of a built-in tool", id="shadows"),
-    pytest.param(tools_with(execute=returns_a_dict), "examples", "invalid_output", id="output"),
+    # A tool broken on every input fails its examples and every generated input alike.
     pytest.param(
-        tools_with(output=LaxOutputCodec()), "examples", "output schema refuses", id="lax-encode"
+        tools_with(execute=returns_a_dict),
+        ("examples", "generated"),
+        "invalid_output",
+        id="output",
     ),
-    pytest.param(tools_with(execute=raises_key_error), "examples", "raised KeyError", id="raises"),
+    pytest.param(
+        tools_with(output=LaxOutputCodec()),
+        ("examples", "generated"),
+        "output schema refuses",
+        id="lax-encode",
+    ),
+    pytest.param(
+        tools_with(execute=raises_key_error),
+        ("examples", "generated"),
+        "raised KeyError",
+        id="raises",
+    ),
+    pytest.param(
+        tools_with(input=LOOSE_NOTE, execute=trusts_a_key),
+        "generated",
+        "raised KeyError: 'text' on input its input schema accepts: {}",
+        id="trusts-a-key",
+    ),
+    pytest.param(
+        SleepsInActivation,
+        "blocking",
+        "activating plugin 'notes' (activate_location) blocked the event loop for",
+        id="sleeps-in-activation",
+    ),
+    pytest.param(
+        tools_with(execute=blocks_the_loop),
+        "blocking",
+        "a call of tool 'notes_count' (its execute, or a hook) blocked the event loop",
+        id="async-tool-blocks",
+    ),
     pytest.param(tools_with(execute=metadata_list), "metadata", "not a JSON object", id="meta"),
     pytest.param(tools_with(execute=metadata_copy), "metadata", "copy of its output", id="copy"),
     pytest.param(
@@ -352,24 +484,43 @@ BROKEN = [
     pytest.param(
         tools_with(input=LaxInputCodec()), "invalid_input", "was not protected", id="lax-decode"
     ),
-    pytest.param(GarbageHook, "hooks", "return a pegboard.Completed", id="garbage-hook"),
-    pytest.param(RaisingHook, "hooks", "no audit log", id="raising-hook"),
+    pytest.param(
+        tools_with(input=TaggedNote, execute=tags_its_input),
+        "generated",
+        "changed its input from",
+        id="mutates-input",
+    ),
+    # A hook broken on every outcome breaks every generated call as well.
+    pytest.param(GarbageHook, ("generated", "hooks"), "execute_after hook", id="garbage-hook"),
+    pytest.param(RaisingHook, ("generated", "hooks"), "no audit log", id="raising-hook"),
     pytest.param(RewritesOutput, "hooks", "output schema refuses", id="rewrites-output"),
     pytest.param(RaisingPrepare, "hooks", "cannot read the allow-list", id="raising-prepare"),
+    pytest.param(AddsADefinition, "hooks", "added definitions (notes_extra)", id="adds"),
+    pytest.param(LogsEachRequest, "hooks", "did I/O while preparing a request: open", id="io"),
 ]
 
 
-@pytest.mark.parametrize(("make", "law", "message"), BROKEN)
+def _laws(param: Any) -> tuple[str, ...]:
+    laws = param.values[1]
+    return laws if isinstance(laws, tuple) else (laws,)
+
+
+@pytest.mark.parametrize(("make", "laws", "message"), BROKEN)
 def test_each_broken_plugin_fails_exactly_its_check(
-    make: Callable[[], object], law: str, message: str, backend: str, tmp_path: Path
+    make: Callable[[], object],
+    laws: str | tuple[str, ...],
+    message: str,
+    backend: str,
+    tmp_path: Path,
 ) -> None:
     """A plugin that breaks one law fails that check alone, saying what broke and the fix."""
+    expected = laws if isinstance(laws, tuple) else (laws,)
     report = check(make(), name="notes", examples=EXAMPLES, backend=backend, directory=tmp_path)
-    assert [law] == [result.name for result in report.failed], report.format()
-    [failed] = report.failed
-    assert any(message in problem.message for problem in failed.problems), failed.describe()
-    assert all(problem.fix for problem in failed.problems)
-    assert failed.law in failed.describe()
+    assert list(expected) == [result.name for result in report.failed], report.format()
+    for failed in report.failed:
+        assert any(message in problem.message for problem in failed.problems), failed.describe()
+        assert all(problem.fix for problem in failed.problems)
+        assert failed.law in failed.describe()
 
 
 def test_a_failure_without_a_message_fails_examples(tmp_path: Path) -> None:
@@ -406,17 +557,17 @@ def test_a_tool_that_hangs_after_cancellation_fails(
 
 
 def test_a_good_plugin_passes_every_check(backend: str, tmp_path: Path) -> None:
-    """The well-behaved plugin passes all nine checks; none is skipped."""
+    """The well-behaved plugin passes all eleven checks; none is skipped."""
     report = check(Good(), examples=EXAMPLES, backend=backend, directory=tmp_path)
     assert list(check_names()) == [result.name for result in report.results]
     assert {"passed"} == {result.status for result in report.results}, report.format()
     assert report.passed
-    assert "conforms: 9 passed" in report.format()
+    assert "conforms: 11 passed" in report.format()
 
 
 def test_every_check_is_failed_by_some_broken_plugin() -> None:
     """A check that no broken plugin can fail is not a check."""
-    assert set(check_names()) == {param.values[1] for param in BROKEN}
+    assert set(check_names()) == {law for param in BROKEN for law in _laws(param)}
 
 
 def test_checks_without_anything_to_judge_are_skipped(tmp_path: Path) -> None:
@@ -440,8 +591,37 @@ def test_a_plugin_that_does_not_activate_fails_activation_alone(tmp_path: Path) 
     assert "RuntimeError: no database" in report.failed[0].problems[0].message
     reasons = {result.name: result.reason for result in report.results if result.reason}
     assert "the plugin implements no execute_after" in str(reasons.pop("hooks"))
-    assert 7 == len(reasons)
+    assert 9 == len(reasons)
     assert all("did not activate (activation: RuntimeError" in str(r) for r in reasons.values())
+
+
+class WrapsActivation(Good):
+    @hookimpl(wrapper=True)
+    def activate_location(self, tools: pegboard.Tools) -> Any:
+        return (yield)
+
+
+class MisspellsAHook(Good):
+    @hookimpl
+    def execute_before(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("plugin", "fix"),
+    [
+        (WrapsActivation, "remove wrapper=True / hookwrapper=True"),
+        (MisspellsAHook, "spell each hook as pegboard.hookspecs does: activate_location"),
+    ],
+    ids=["wrapper", "misspelt"],
+)
+def test_a_plugin_that_does_not_load_is_told_the_specific_fix(
+    plugin: Callable[[], object], fix: str, tmp_path: Path
+) -> None:
+    """A hook wrapper or a misspelt hook gets its own fix, not generic import advice."""
+    report = check(plugin(), only=["activation"], directory=tmp_path)
+    [failed] = report.failed
+    assert fix in failed.problems[0].fix, failed.describe()
 
 
 def test_an_example_naming_an_unknown_tool_fails_examples(tmp_path: Path) -> None:
@@ -457,6 +637,93 @@ def test_the_isolation_check_can_be_told_a_tool_is_not_deterministic(tmp_path: P
     report = check(SharedNotes(), examples=examples, only=["isolation"], directory=tmp_path)
     assert report.passed
     assert "only the tool names were compared" in report.results[0].notes[0]
+
+
+def test_a_plugin_without_examples_is_still_exercised(backend: str, tmp_path: Path) -> None:
+    """No examples at all: generated inputs call every tool, and a good plugin passes."""
+    calls: list[str] = []
+
+    async def counts(input: NoteInput, context: pegboard.ToolContext) -> Any:
+        calls.append(input.text)
+        return NoteOutput(len(input.text.split()))
+
+    plugin = tools_with(execute=counts)()
+    report = check(plugin, only=["generated"], backend=backend, directory=tmp_path)
+    assert report.passed, report.format()
+    assert 25 == len(calls)
+
+
+def test_a_tool_nothing_exercised_is_not_verified(tmp_path: Path) -> None:
+    """Without examples or generated inputs a tool is not verified: the check fails."""
+    report = check(Good(), only=["generated"], generated=0, directory=tmp_path)
+    assert not report.passed
+    [problem] = report.failed[0].problems
+    assert "'notes_count' is not verified" in problem.message
+    assert "skip={'notes_count':" in problem.fix
+    assert "not verified: notes_count" in report.format()
+
+
+def test_a_skipped_tool_is_not_called_and_says_why(tmp_path: Path) -> None:
+    """An author may skip a tool with a reason; the report shows the reason."""
+    plugin = tools_with(execute=raises_key_error)()
+    report = check(
+        plugin,
+        only=["generated"],
+        skip={"notes_count": "it needs the network"},
+        directory=tmp_path,
+    )
+    assert report.passed, report.format()
+    assert "tool 'notes_count' is skipped: it needs the network" in report.format()
+
+
+def test_a_slow_import_fails_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin module that takes longer than the threshold to import fails, with the time."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "slow_notes.py").write_text(
+        "import time\n"
+        "import pegboard\n"
+        "time.sleep(0.6)\n"
+        "@pegboard.hookimpl\n"
+        "def activate_location(tools):\n"
+        "    ok = pegboard.tool(description='Say ok.', execute=lambda i, c: 'ok')\n"
+        "    tools.register({'ok': ok})\n"
+    )
+    monkeypatch.syspath_prepend(str(source))
+    monkeypatch.setenv("PYTHONPATH", str(source))
+    report = check(
+        "slow_notes", only=["blocking"], import_threshold=0.3, directory=tmp_path / "checks"
+    )
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "importing 'slow_notes' takes 0." in result.problems[0].message
+    assert "import heavy libraries" in result.problems[0].fix
+
+
+def test_a_blocking_hook_is_named(tmp_path: Path) -> None:
+    """A hook that holds the loop during a call is caught while that call runs."""
+    report = check(SleepsInItsHook(), only=["blocking"], directory=tmp_path)
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "notes_count" in result.problems[0].message
+
+
+def test_a_clock_tool_is_not_taken_for_shared_state(tmp_path: Path) -> None:
+    """Times and UUIDs change from call to call in any plugin; isolation ignores them."""
+    import datetime
+    import uuid
+
+    async def now(input: NoteInput, context: pegboard.ToolContext) -> str:
+        await anyio.sleep(0.002)
+        moment = datetime.datetime.now(datetime.UTC).isoformat()
+        return f"{moment} ({uuid.uuid4()}) {input.text}"
+
+    plugin = Good(
+        lambda: {"count": pegboard.tool(description="Now.", execute=now, input=NoteInput)}
+    )
+    example = Example(tool="notes_count", input={"text": "x"})
+    report = check(plugin, examples=[example], only=["isolation"], directory=tmp_path)
+    assert report.passed, report.format()
 
 
 def test_unknown_check_names_are_refused() -> None:
@@ -500,7 +767,7 @@ def test_a_subclass_runs_every_check_on_both_backends(pytester: pytest.Pytester)
     pytester.makepyfile(textwrap.dedent(PLUGIN_SOURCE.format(body="await anyio.sleep(0.01)")))
     result = pytester.runpytest(*QUIET, "-v")
     # No execute_after or prepare_request hook: the hooks check skips on both backends.
-    result.assert_outcomes(passed=16, skipped=2)
+    result.assert_outcomes(passed=20, skipped=2)
     result.stdout.fnmatch_lines(["*TestWaits::test_cancellation[[]trio[]] PASSED*"])
 
 
@@ -540,7 +807,7 @@ def test_the_command_line_checks_a_conformance_class(
     out = capsys.readouterr().out
     assert "PASS cancellation [asyncio]" in out
     assert "SKIP hooks [asyncio]" in out
-    assert "plugin 'waits' conforms: 8 passed, 1 skipped" in out
+    assert "plugin 'waits' conforms: 10 passed, 1 skipped" in out
 
 
 def test_the_command_line_exits_1_when_a_check_fails(
@@ -562,6 +829,24 @@ def test_the_command_line_exits_2_when_it_cannot_start(capsys: pytest.CaptureFix
     assert "neither an installed plugin nor an importable module" in capsys.readouterr().out
     assert 2 == run_cli(["builtin", "--options", "[1]"])
     assert 2 == run_cli(["builtin", "--only", "nope"])
+
+
+def test_options_go_before_or_after_the_plugin(
+    plugin_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pegboard check --trusted PLUGIN`` and ``pegboard check PLUGIN --trusted`` agree."""
+    from pegboard.cli._main import build_parser
+
+    target = f"{plugin_file}:TestWaits"
+    for words in (["--only", "teardown", target], [target, "--only", "teardown"]):
+        arguments = build_parser().parse_args(["check", "--trusted", *words])
+        assert (target, True, ["teardown"]) == (
+            arguments.plugin,
+            arguments.trusted,
+            arguments.only,
+        )
+        assert 0 == arguments.run(arguments)
+    assert 2 == capsys.readouterr().out.count("PASS teardown [asyncio]")
 
 
 def test_python_dash_m_runs_the_same_command(plugin_file: Path) -> None:

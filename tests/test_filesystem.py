@@ -50,6 +50,17 @@ def test_dot_dot_cannot_leave_the_root(filesystem: pegboard.Filesystem, path: st
         filesystem.write_bytes_sync(path, b"overwritten")
 
 
+@pytest.mark.parametrize("path", ["\0", "notes\0.txt", "/\0"])
+def test_a_nul_in_a_path_is_refused_with_a_reason(
+    filesystem: pegboard.Filesystem, path: str
+) -> None:
+    """A NUL byte (which the OS would reject with a bare ValueError) is refused by name."""
+    with pytest.raises(pegboard.OutsideLocationError, match="holds a NUL character"):
+        filesystem.resolve(path)
+    with pytest.raises(pegboard.OutsideLocationError):
+        filesystem.write_bytes_sync(path, b"x")
+
+
 def test_absolute_paths_elsewhere_are_refused(
     filesystem: pegboard.Filesystem, outside: Path
 ) -> None:

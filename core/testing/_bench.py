@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -167,14 +169,23 @@ class Bench:
         """
         root = await self.seed(label)
         spec = {"name": self.name, "options": dict(self.subject.options)}
-        async with self.host.location(
-            root,
-            plugins=[_OBSERVER, spec],
-            trusted=[self.name] if self.subject.trusted else [],
-            storage=self.storage,
-            permissions=() if blocking else _ALLOW_ALL,
-            approver=_never_answer if blocking else _approve_once,
-        ) as location:
+        # A closed Location's folder goes with it, so a plugin that keeps using one
+        # (a module global holding the first root it saw) fails visibly afterwards.
+        cleanup = contextlib.AsyncExitStack()
+        cleanup.push_async_callback(
+            anyio.to_thread.run_sync, functools.partial(shutil.rmtree, root, ignore_errors=True)
+        )
+        async with (
+            cleanup,
+            self.host.location(
+                root,
+                plugins=[_OBSERVER, spec],
+                trusted=[self.name] if self.subject.trusted else [],
+                storage=self.storage,
+                permissions=() if blocking else _ALLOW_ALL,
+                approver=_never_answer if blocking else _approve_once,
+            ) as location,
+        ):
             if require_active:
                 problem = self.setup_error(location)
                 if problem is not None:

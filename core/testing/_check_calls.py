@@ -24,7 +24,9 @@ _KIND_FIXES = {
     "invalid_input": "the example's input does not fit the tool's input schema: fix the example "
     "or the schema",
     "tool_failure": "the tool raised pegboard.ToolFailure: check the example's input and the "
-    "files each Location starts with (files=...)",
+    "files each Location starts with (files=...); if it works only in the first Location the "
+    "plugin sees, it keeps a closed Location's state (a module global or an attribute of the "
+    "plugin object): keep per-Location state inside activate_location",
     "completed": "the tool accepted what the example expects it to refuse: refuse it in the "
     "input schema, or raise pegboard.ToolFailure",
 }

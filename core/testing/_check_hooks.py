@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import typing
 from typing import Any
 
@@ -11,7 +12,9 @@ import pegboard
 from pegboard import hookspecs
 
 from .._outcome import ErrorKind
-from ._bench import Bench, describe_error, describe_outcome
+from .._plugins import call_hook
+from ._audit import io_during
+from ._bench import Bench, Opened, describe_error, describe_outcome
 from ._check_calls import output_problem
 from ._report import Findings, NotJudged
 from ._subject import Subject
@@ -84,6 +87,7 @@ async def hooks(bench: Bench, findings: Findings) -> None:
                     "a replacement keeps the tool's output valid against its output schema "
                     "(or None for a tool without output) and uses a known error kind",
                 )
+        _prepare_contract(bench, opened, findings)
         for error in location.plugin_errors:
             if error.plugin == bench.name and error.phase == "hook":
                 findings.problem(
@@ -93,6 +97,51 @@ async def hooks(bench: Bench, findings: Findings) -> None:
                 )
     if replaced:
         findings.note(f"the plugin's hooks replaced {replaced} of {len(calls)} outcomes")
+
+
+_PREPARE_FIX = (
+    "prepare_request is a plain def that only removes definitions from the list it is "
+    "given, in place, and does no I/O (it runs for every model request): read what it "
+    "needs in activate_location"
+)
+
+
+def _prepare_contract(bench: Bench, opened: Opened, findings: Findings) -> None:
+    """Call the plugin's prepare_request directly: it may only shorten the list."""
+    impl = bench.host._plugins.load(bench.name).get("prepare_request")
+    if impl is None:
+        return
+    function = impl.function
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        findings.problem(
+            "prepare_request is async: pegboard calls it synchronously for every request, "
+            "so its body never runs",
+            _PREPARE_FIX,
+        )
+        return
+    info = pegboard.LocationInfo(opened.location.root)
+    for final_step in (False, True, False):  # the first call may import; judge the others
+        offered = list(opened.location.prepare(final_step=final_step).definitions)
+        known = {id(definition) for definition in offered}
+        with io_during() as io:
+            try:
+                call_hook(impl, location=info, definitions=offered, final_step=final_step)
+            except Exception:  # noqa: BLE001 - the hooks check reports what the Location recorded
+                return
+        added = [definition.name for definition in offered if id(definition) not in known]
+        if added:
+            findings.problem(
+                f"prepare_request added definitions ({', '.join(added)}); pegboard ignores "
+                "them, so the model never sees them",
+                _PREPARE_FIX + "; register tools through the Tools given to activate_location",
+            )
+            return
+        if io and final_step:
+            findings.problem(
+                f"prepare_request did I/O while preparing a request: {', '.join(io[:3])}",
+                _PREPARE_FIX,
+            )
+            return
 
 
 def _replacement_problem(outcome: pegboard.Outcome, schema: Any) -> str | None:

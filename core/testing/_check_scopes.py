@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
+import anyio
+import anyio.abc
+import attrs
 
 import pegboard
 
@@ -24,6 +25,26 @@ _SETUP_FIXES = {
     "activation": "activate_location must finish without raising, within the activation "
     "timeout; build tools and call tools.register(...) there",
 }
+
+
+def _setup_fix(phase: str, problem: str) -> str:
+    """The fix for a plugin that did not load or activate, by what the error says."""
+    if "wrapper" in problem:
+        return (
+            "remove wrapper=True / hookwrapper=True from @pegboard.hookimpl: pegboard runs each "
+            "hook once per plugin, in the Location's plugin order"
+        )
+    if "not a pegboard hook" in problem:
+        return "spell each hook as pegboard.hookspecs does: " + ", ".join(_HOOK_NAMES)
+    if "prepare_request" in problem and ("async" in problem or "coroutine" in problem):
+        return (
+            "make prepare_request a plain def: it runs synchronously for every request and "
+            "only removes definitions from the list it is given"
+        )
+    return _SETUP_FIXES.get(phase, "implement activate_location and register tools there")
+
+
+_HOOK_NAMES = ("activate_location", "execute_after", "prepare_request")
 
 
 async def activation(bench: Bench, findings: Findings) -> None:
@@ -42,7 +63,7 @@ def _activated(bench: Bench, opened: Opened, where: str, findings: Findings) -> 
     problem = bench.setup_error(opened.location)
     if problem is not None:
         phase = problem.partition(":")[0]
-        fix = _SETUP_FIXES.get(phase, "implement activate_location and register tools there")
+        fix = _setup_fix(phase, problem)
         if "ServiceDenied" in problem:
             fix = (
                 "the plugin uses trusted services: check it as trusted (trusted = True, or "
@@ -94,42 +115,136 @@ def _teardown_errors(bench: Bench, location: pegboard.Location, findings: Findin
 
 
 async def isolation(bench: Bench, findings: Findings) -> None:
-    """Two Locations side by side: same tools, and the same calls settle the same way."""
+    """Two Locations side by side, in both orders: same tools, and each call settles the
+    same way in either, before and after the other one closes and its folder is deleted.
+    """
     examples = [example for example in bench.subject.examples if example.deterministic]
-    async with bench.open("isolation-first") as first:
-        first_names = sorted(first.definitions())
-        async with bench.open("isolation-second") as second:
-            second_names = sorted(second.definitions())
-            in_second = [await bench.call(second, e.tool, e.input) for e in examples]
-        # A plugin that kept the second Location's root would now fail in the first.
-        await anyio.to_thread.run_sync(shutil.rmtree, second.root)
-        in_first = [await bench.call(first, e.tool, e.input) for e in examples]
-    if first_names != second_names:
-        findings.problem(
-            f"two Locations with the same files and options got different tools: "
-            f"{first_names} in the first, {second_names} in the second",
-            _ISOLATION_FIX,
-        )
-    mask = _Mask([first, second], bench.storage)
-    for index, (example, one, two) in enumerate(zip(examples, in_first, in_second, strict=True)):
-        seen_first, seen_second = mask.comparable(one), mask.comparable(two)
-        if seen_first != seen_second:
+    for order, scenario in (
+        ("the later one", _later_closes_first),
+        ("the earlier one", _earlier_closes_first),
+    ):
+        run = await scenario(bench, examples)
+        if run.names[0] != run.names[1]:
             findings.problem(
-                f"example {index + 1} ({example.tool}) settled differently in two Locations: "
-                f"{_short(seen_second)} in a Location opened second (then closed and deleted), "
-                f"{_short(seen_first)} in the one opened first",
+                f"two Locations with the same files and options got different tools: "
+                f"{run.names[0]} in the first, {run.names[1]} in the second",
                 _ISOLATION_FIX,
             )
+            return
+        mask = _Mask(run.opened, bench.storage)
+        for index, example in enumerate(examples):
+            seen = [mask.comparable(result[index]) for result in (run.kept, run.other, run.after)]
+            where = f"example {index + 1} ({example.tool})"
+            if seen[0] != seen[1]:
+                findings.problem(
+                    f"{where} settled differently in two Locations open side by side: "
+                    f"{_short(seen[1])} in one, {_short(seen[0])} in the other",
+                    _ISOLATION_FIX,
+                )
+            elif seen[0] != seen[2]:
+                findings.problem(
+                    f"{where} settled differently in a Location once another one ({order} "
+                    f"of the two) closed and its folder was deleted: {_short(seen[0])} before, "
+                    f"{_short(seen[2])} after",
+                    _ISOLATION_FIX,
+                )
+        if findings.problems:
+            return
     if not examples:
         findings.note("no deterministic examples, so only the tool names were compared")
+
+
+@attrs.frozen
+class _Side:
+    """One isolation scenario: the tools of both Locations and the calls in each."""
+
+    opened: tuple[Opened, Opened]
+    names: tuple[list[str], list[str]]
+    #: The examples in the Location that stays open, in the other one, and in the first
+    #: again after the other closed.
+    kept: list[CallResult]
+    other: list[CallResult]
+    after: list[CallResult]
+
+
+async def _later_closes_first(bench: Bench, examples: Sequence[Any]) -> _Side:
+    async with bench.open("isolation-a") as first:
+        async with bench.open("isolation-b") as second:
+            names = (sorted(first.definitions()), sorted(second.definitions()))
+            kept = await _calls(bench, first, examples)
+            other = await _calls(bench, second, examples)
+        after = await _calls(bench, first, examples)
+    return _Side((first, second), names, kept, other, after)
+
+
+async def _earlier_closes_first(bench: Bench, examples: Sequence[Any]) -> _Side:
+    # A Location closes in the task that opened it: the earlier one lives in a task
+    # of its own so that it can close while the later one stays open.
+    release, gone = anyio.Event(), anyio.Event()
+    raised: Exception | None = None
+    async with anyio.create_task_group() as group:
+        held = await group.start(_held, bench, "isolation-c", release, gone)
+        try:
+            if isinstance(held, Exception):
+                raise held
+            async with bench.open("isolation-d") as second:
+                names = (sorted(held.definitions()), sorted(second.definitions()))
+                kept = await _calls(bench, second, examples)
+                other = await _calls(bench, held, examples)
+                release.set()
+                await gone.wait()
+                after = await _calls(bench, second, examples)
+        except Exception as error:  # noqa: BLE001 - re-raised below, outside the group
+            raised = error
+        finally:
+            release.set()
+    if raised is not None:
+        raise raised
+    return _Side((held, second), names, kept, other, after)
+
+
+async def _held(
+    bench: Bench,
+    label: str,
+    release: anyio.Event,
+    gone: anyio.Event,
+    *,
+    task_status: anyio.abc.TaskStatus[Opened | Exception],
+) -> None:
+    started = False
+    try:
+        async with bench.open(label) as opened:
+            task_status.started(opened)
+            started = True
+            await release.wait()
+    except Exception as error:
+        if started:
+            raise
+        task_status.started(error)
+    finally:
+        gone.set()
+
+
+async def _calls(bench: Bench, opened: Opened, examples: Sequence[Any]) -> list[CallResult]:
+    return [await bench.call(opened, example.tool, example.input) for example in examples]
 
 
 _ISOLATION_FIX = (
     "keep per-Location state inside activate_location (a closure or an object made there) and "
     "release it at teardown; module globals and attributes of the plugin object are shared by "
-    "every Location. If a tool's result varies from call to call, mark its example "
+    "every Location. If a tool's result varies from call to call for another reason (random "
+    "choices, live data; times and UUIDs are already ignored), mark its example "
     "deterministic=False"
 )
+
+
+#: Times and random identifiers differ from call to call in any plugin (a clock tool):
+#: they are not evidence of state shared between Locations.
+_MOMENT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"
+)
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b")
 
 
 class _Mask:
@@ -143,7 +258,8 @@ class _Mask:
         self._managed = re.compile(rf"(?:{pattern})[/\\][^\s'\"]*")
 
     def text(self, value: str) -> str:
-        return self._roots.sub("<location>", self._managed.sub("<managed file>", value))
+        value = self._roots.sub("<location>", self._managed.sub("<managed file>", value))
+        return _MOMENT.sub("<time>", _UUID.sub("<uuid>", value))
 
     def json(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -15,7 +15,15 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from . import _check_calls, _check_cancellation, _check_definitions, _check_hooks, _check_scopes
+from . import (
+    _check_blocking,
+    _check_calls,
+    _check_cancellation,
+    _check_definitions,
+    _check_generated,
+    _check_hooks,
+    _check_scopes,
+)
 from ._bench import Bench, describe_error
 from ._report import CheckResult, Findings, NotJudged, Report, Status
 from ._subject import Example, Files, Subject
@@ -52,6 +60,20 @@ CHECKS: tuple[Check, ...] = (
         "output schema and canonical, non-empty content (laws 2 and 3: codec boundary, "
         "canonical representation)",
         _check_calls.examples,
+    ),
+    Check(
+        "generated",
+        "every tool settles on every input its input schema accepts: it completes with valid "
+        "output and content or raises pegboard.ToolFailure, and no tool goes unexercised "
+        "(laws 2 and 3: codec boundary, canonical representation)",
+        _check_generated.generated,
+    ),
+    Check(
+        "blocking",
+        "the plugin never blocks the event loop: its activation, hooks, tools and teardown "
+        "each leave it free within the blocking threshold (100 ms by default), and its "
+        "module imports within the import threshold (1 s by default)",
+        _check_blocking.blocking,
     ),
     Check(
         "metadata",
@@ -105,6 +127,10 @@ async def run_checks(
     examples: Iterable[Example] = (),
     files: Files = None,
     timeout: float = 10.0,  # noqa: ASYNC109 - bounds each call, not this function
+    skip: Mapping[str, str] | None = None,
+    generated: int = 25,
+    blocking_threshold: float = 0.1,
+    import_threshold: float = 1.0,
     only: Iterable[str] | None = None,
     directory: str | os.PathLike[str] | None = None,
 ) -> Report:
@@ -116,6 +142,10 @@ async def run_checks(
     ``trusted`` grants it the trusted services; ``examples`` are calls of its
     tools; ``files`` seed every fresh Location (a mapping of relative paths to
     content, or a folder to copy); ``timeout`` bounds each call and activation.
+    ``skip`` maps tools the checks must not call to the reason why;
+    ``generated`` is how many inputs to draw from each tool's input schema;
+    ``blocking_threshold`` and ``import_threshold`` are the seconds the event loop
+    may stay blocked and the plugin's import may take.
     ``only`` selects checks by name; ``directory`` is where Locations are made
     (default: a temporary folder, removed afterwards).
     """
@@ -127,6 +157,10 @@ async def run_checks(
         examples=tuple(examples),
         files=files,
         timeout=timeout,
+        skip=dict(skip or {}),
+        generated=generated,
+        blocking_threshold=blocking_threshold,
+        import_threshold=import_threshold,
     )
     return await run_subject(subject, only=only, directory=directory)
 
@@ -199,6 +233,7 @@ async def _run(subject: Subject, selected: tuple[Check, ...], directory: Path) -
                 problems=tuple(findings.problems),
                 notes=tuple(findings.notes),
                 reason=reason,
+                unverified=tuple(findings.unverified),
             )
         )
     return Report(subject.describe(), tuple(results))

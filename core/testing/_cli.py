@@ -15,52 +15,22 @@ from typing import Any
 import anyio
 import attrs
 
-from ._checks import check_names, run_subject
+from ._checks import run_subject
 from ._conformance import PluginConformance
 from ._subject import Example, Subject, load_reference
 
-__all__ = ("run_cli",)
-
-_DESCRIPTION = """\
-Check that a pegboard plugin keeps pegboard's laws: activate it in fresh Locations,
-inspect its tool definitions, run its example calls, cancel them, feed them invalid
-input, close the Locations. Prints one verdict per check, with the fix for each problem.
-Exit status: 0 when no check failed, 1 when one did, 2 when the checks could not start.
-"""
-
-_PLUGIN_HELP = """\
-an installed plugin name (its entry point in the 'pegboard' group), a module or
-'module:attribute' naming the plugin object, or 'module:Class' / 'path/to/file.py:Class'
-naming a PluginConformance subclass, whose attributes supply everything below"""
+__all__ = ("run_cli", "run_parsed")
 
 
 def _parser() -> argparse.ArgumentParser:
+    from pegboard.cli._check import DESCRIPTION, add_options
+
     parser = argparse.ArgumentParser(
         prog="pegboard check",
-        description=_DESCRIPTION,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("plugin", help=_PLUGIN_HELP)
-    parser.add_argument("--options", type=_json_object, help="the plugin's options, as JSON")
-    parser.add_argument(
-        "--trusted", action="store_true", default=None, help="trust it with trusted services"
-    )
-    parser.add_argument(
-        "--example",
-        action="append",
-        type=_example,
-        metavar="JSON",
-        help='an example call, repeatable: {"tool": ..., "input": {...}, "expect": "completed"}',
-    )
-    parser.add_argument("--files", type=Path, help="a folder every fresh Location starts with")
-    parser.add_argument("--timeout", type=float, help="seconds one call may take (default 10)")
-    parser.add_argument("--only", action="append", choices=check_names(), help="run this check")
-    parser.add_argument(
-        "--backend",
-        action="append",
-        choices=("asyncio", "trio"),
-        help="run on this backend (default: asyncio, and trio when it is installed)",
-    )
+    add_options(parser)
     return parser
 
 
@@ -75,6 +45,11 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
         arguments = parser.parse_args(argv)
     except SystemExit as stop:  # argparse exits on --help and on usage errors
         return stop.code if isinstance(stop.code, int) else 2
+    return run_parsed(arguments)
+
+
+def run_parsed(arguments: argparse.Namespace) -> int:
+    """`run_cli` for arguments already parsed by ``pegboard check``'s options."""
     try:
         subject = _subject(arguments)
     except (LookupError, TypeError, ValueError) as error:
@@ -127,29 +102,29 @@ def _subject(arguments: argparse.Namespace) -> Subject:
     if arguments.trusted is not None:
         changes["trusted"] = arguments.trusted
     if arguments.example:
-        changes["examples"] = tuple(arguments.example)
+        changes["examples"] = tuple(_example(value) for value in arguments.example)
     if arguments.files is not None:
-        if not arguments.files.is_dir():
-            raise ValueError(f"--files {arguments.files}: not a folder")
-        changes["files"] = arguments.files
+        files = Path(arguments.files)
+        if not files.is_dir():
+            raise ValueError(f"--files {files}: not a folder; name a folder to copy")
+        changes["files"] = files
     if arguments.timeout is not None:
         changes["timeout"] = arguments.timeout
+    if arguments.skip:
+        changes["skip"] = {**subject.skip, **dict(arguments.skip)}
+    if arguments.generated is not None:
+        changes["generated"] = arguments.generated
     return attrs.evolve(subject, **changes)
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
-
-
-def _example(text: str) -> Example:
-    value = _json_object(text)
+def _example(value: dict[str, Any]) -> Example:
     try:
         return Example(**value)
     except (TypeError, ValueError) as error:
-        raise argparse.ArgumentTypeError(f"bad example {text}: {error}") from None
+        raise ValueError(
+            f"--example {json.dumps(value)}: {error}; write "
+            '{"tool": NAME, "input": {...}, "expect": "completed"}'
+        ) from None
 
 
 def _installed(module: str) -> bool:

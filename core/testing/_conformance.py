@@ -41,7 +41,13 @@ class PluginConformance:
     - ``examples``: `Example` calls of its tools and how each should settle;
     - ``files``: what every fresh Location starts with, a mapping of relative
       paths to ``str`` or ``bytes``, or a folder to copy;
-    - ``timeout``: seconds one call or activation may take.
+    - ``timeout``: seconds one call or activation may take;
+    - ``skip``: tools the checks must not call, each mapped to the reason
+      (a tool that neither an example nor a generated input exercised is
+      otherwise "not verified", and fails);
+    - ``generated``: how many inputs to draw from each tool's input schema;
+    - ``blocking_threshold``: seconds the plugin may hold the event loop (0.1);
+    - ``import_threshold``: seconds importing its module may take (1.0).
     """
 
     plugin: ClassVar[object]
@@ -51,6 +57,10 @@ class PluginConformance:
     examples: ClassVar[Sequence[Example]] = ()
     files: ClassVar[Files] = None
     timeout: ClassVar[float] = 10.0
+    skip: ClassVar[Mapping[str, str]] = {}
+    generated: ClassVar[int] = 25
+    blocking_threshold: ClassVar[float] = 0.1
+    import_threshold: ClassVar[float] = 1.0
     backends: ClassVar[Sequence[str]] = ("asyncio", "trio")
 
     @classmethod
@@ -67,6 +77,10 @@ class PluginConformance:
             examples=tuple(cls.examples),
             files=cls.files,
             timeout=cls.timeout,
+            skip=dict(cls.skip),
+            generated=cls.generated,
+            blocking_threshold=cls.blocking_threshold,
+            import_threshold=cls.import_threshold,
         )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -103,6 +117,14 @@ class PluginConformance:
     def test_examples(self, pegboard_backend: str, tmp_path: Path) -> None:
         """Every example settles as expected, with valid output and canonical content."""
         self._verify("examples", pegboard_backend, tmp_path)
+
+    def test_generated(self, pegboard_backend: str, tmp_path: Path) -> None:
+        """Every tool settles on inputs generated from its schema; none goes unexercised."""
+        self._verify("generated", pegboard_backend, tmp_path)
+
+    def test_blocking(self, pegboard_backend: str, tmp_path: Path) -> None:
+        """Nothing the plugin runs blocks the event loop; its module imports quickly."""
+        self._verify("blocking", pegboard_backend, tmp_path)
 
     def test_metadata(self, pegboard_backend: str, tmp_path: Path) -> None:
         """Metadata is a JSON object within its bound, never a copy of the output."""

@@ -31,6 +31,8 @@ class Findings:
 
     problems: list[Problem] = attrs.field(factory=list)
     notes: list[str] = attrs.field(factory=list)
+    #: Tools no call exercised: the plugin cannot be said to conform.
+    unverified: list[str] = attrs.field(factory=list)
 
     def problem(self, message: str, fix: str) -> None:
         """Record one way the plugin broke the check's law."""
@@ -58,6 +60,7 @@ class CheckResult:
     problems: tuple[Problem, ...] = ()
     notes: tuple[str, ...] = ()
     reason: str | None = None
+    unverified: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """The verdict as readable lines: a failed check's law and each problem with its fix."""
@@ -86,6 +89,11 @@ class Report:
         return not self.failed
 
     @property
+    def unverified(self) -> tuple[str, ...]:
+        """The tools no example and no generated input exercised (each fails a check)."""
+        return tuple(dict.fromkeys(tool for result in self.results for tool in result.unverified))
+
+    @property
     def failed(self) -> tuple[CheckResult, ...]:
         """The checks that failed."""
         return tuple(result for result in self.results if result.status == "failed")
@@ -97,5 +105,7 @@ class Report:
             counts[result.status] += 1
         summary = ", ".join(f"{count} {status}" for status, count in counts.items() if count)
         verdict = "conforms" if self.passed else "does not conform"
+        if self.unverified:
+            verdict = f"is not verified: {', '.join(self.unverified)} never called; it {verdict}"
         blocks = [result.describe() for result in self.results]
         return "\n".join([*blocks, f"plugin {self.plugin!r} {verdict}: {summary or 'no checks'}"])

@@ -67,6 +67,14 @@ class Subject:
     examples: tuple[Example, ...] = ()
     files: Files = None
     timeout: float = 10.0
+    #: Tools the checks do not call, each with the reason a reader of the report sees.
+    skip: Mapping[str, str] = attrs.field(factory=dict)
+    #: How many inputs the generated check draws from each tool's input schema.
+    generated: int = 25
+    #: Seconds the event loop may go without running other tasks (the blocking check).
+    blocking_threshold: float = 0.1
+    #: Seconds importing the plugin's module may take (the blocking check).
+    import_threshold: float = 1.0
 
     def install(self, host: Host) -> str:
         """Make the plugin available on ``host``; return the name to enable."""
