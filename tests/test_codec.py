@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import enum
 from typing import Any, ClassVar, Literal
 
@@ -191,7 +190,7 @@ class Node:
 
 @attrs.frozen
 class Event:
-    when: datetime.datetime
+    when: complex
 
 
 def test_recursive_classes_use_defs() -> None:

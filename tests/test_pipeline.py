@@ -549,7 +549,8 @@ async def test_input_limit_is_per_location(
         raw = {"path": "p", "content": "y" * 200}
         outcome = await call(location, "write", raw, context())
     assert isinstance(outcome, pegboard.Failed)
-    assert "over the 100-byte limit; the largest field is $.content" in outcome.error.message
+    assert "over the 100-byte limit; the largest field" in outcome.error.message
+    assert "$.content (200 characters)" in outcome.error.message
     assert spy.inputs == []
 
 
