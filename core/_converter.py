@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import uuid
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +87,15 @@ def _uuid(value: Any, _: type) -> uuid.UUID:
     return uuid.UUID(_text(value, "a UUID"))
 
 
+def _array(items: Iterable[Any]) -> list[Any]:
+    # A set has no order; sorting makes the encoded output (and the content
+    # serialized from it) the same on every run.
+    listed = list(items)
+    with contextlib.suppress(TypeError):  # elements that do not compare keep the set's order
+        listed.sort()
+    return listed
+
+
 def _isoformat(value: datetime.date) -> str:
     return value.isoformat()
 
@@ -105,7 +116,7 @@ def converter(*, detailed: bool = False) -> cattrs.Converter:
         forbid_extra_keys=True,
         detailed_validation=detailed,
         # JSON has arrays, not sets.
-        unstruct_collection_overrides={AbstractSet: list},
+        unstruct_collection_overrides={AbstractSet: _array},
     )
     made.register_structure_hook(datetime.datetime, _datetime)
     made.register_structure_hook(datetime.date, _date)
