@@ -524,7 +524,7 @@ async def test_law_canonical_representation_every_visible_text_is_bounded(
         assert ("file:///log.txt", None) == (link.uri, link.description)  # type: ignore[union-attr]
 
 
-async def test_a_hooks_oversized_failure_message_is_bounded(
+async def test_law_canonical_representation_a_hooks_oversized_failure_is_bounded(
     host: pegboard.Host,
     workspace: Path,
     storage_dir: Path,
@@ -548,7 +548,7 @@ async def test_a_hooks_oversized_failure_message_is_bounded(
     assert HUGE == (storage_dir / name).read_text()
 
 
-async def test_bounding_does_not_wait_behind_busy_worker_threads(
+async def test_law_canonical_representation_bounding_does_not_wait_behind_busy_threads(
     host: pegboard.Host,
     workspace: Path,
     storage_dir: Path,

@@ -804,7 +804,7 @@ def orjson_free_int(raw: Any) -> int:
     return int(loaded["n"])
 
 
-async def test_integers_beyond_64_bits_never_raise_out_of_execute(
+async def test_law_codec_boundary_integers_beyond_64_bits_never_raise(
     location: pegboard.Location, context: Context, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A 2**80 output is kept exactly; 2**80 in metadata drops the metadata with a warning."""
@@ -830,7 +830,7 @@ async def test_integers_beyond_64_bits_never_raise_out_of_execute(
     assert 2 == caplog.text.count("send integers beyond 64 bits as strings")
 
 
-async def test_an_output_schema_that_allows_null_completes_with_null(
+async def test_law_codec_boundary_null_output_when_the_schema_allows_it(
     location: pegboard.Location, context: Context
 ) -> None:
     """None is the null output when the schema allows null; otherwise it is no output at all."""
@@ -859,7 +859,7 @@ class Untouchable(list[Any]):
         raise AssertionError("an oversized list was walked")
 
 
-async def test_an_oversized_mapping_is_refused_before_it_is_walked_whole(
+async def test_law_per_call_rejection_oversized_mapping_is_refused_before_it_is_walked(
     location: pegboard.Location, context: Context
 ) -> None:
     """The walk stops once the budget is spent: what lies beyond is never read."""
