@@ -116,8 +116,9 @@ def check_text(content: tuple[ContentItem, ...], limits: OutputLimits) -> None:
     Longer text is checked by the one encode that retains it: encoding
     megabytes only to measure them is work done twice.
     """
-    for text in _texts(content):
-        if len(text) <= limits.max_bytes:
+    for item in content:
+        text = _text_of(item)
+        if text is not None and len(text) <= limits.max_bytes:
             _utf8_size(text)
 
 

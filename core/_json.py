@@ -412,18 +412,31 @@ class FrozenList(list[Any]):
         return list, (thaw(self),)
 
 
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+_new_dict, _update, _set_key = dict.__new__, dict.update, dict.__setitem__
+_new_list, _extend, _set_index = list.__new__, list.extend, list.__setitem__
+
+
 def freeze(value: Any) -> Any:
     """A deep read-only copy of plain JSON; frozen values and scalars come back as they are."""
     kind = type(value)
-    if kind is FrozenDict or kind is FrozenList or kind is str or kind is int:
-        return value  # frozen all the way down when built
-    if isinstance(value, Mapping):
-        frozen = FrozenDict()
-        dict.update(frozen, ((key, freeze(item)) for key, item in value.items()))
+    if kind in _IMMUTABLE or kind is FrozenDict or kind is FrozenList:
+        return value  # scalars, and containers frozen all the way down when built
+    # Every outcome is frozen, so this is on the per-call path: copy in C first,
+    # then replace the few nested containers (__init__ would freeze twice).
+    if kind is dict or isinstance(value, Mapping):
+        frozen = _new_dict(FrozenDict)
+        _update(frozen, value)
+        for key, item in value.items():
+            if type(item) not in _IMMUTABLE:
+                _set_key(frozen, key, freeze(item))
         return frozen
     if isinstance(value, list | tuple):
-        items = FrozenList()
-        list.extend(items, (freeze(item) for item in value))
+        items = _new_list(FrozenList)
+        _extend(items, value)
+        for index, item in enumerate(value):
+            if type(item) not in _IMMUTABLE:
+                _set_index(items, index, freeze(item))
         return items
     return value
 

@@ -113,7 +113,14 @@ class Pipeline:
             failure = caught
         finally:
             RECORDER.reset(token)
-        await _cancellation_wins(name, identity)
+        # Cancellation wins over whatever the tool made of it: a tool that shielded
+        # itself, or caught the cancellation and returned or raised ToolFailure,
+        # settles nothing.
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except anyio.get_cancelled_exc_class():
+            _discarded(name, identity)
+            raise
         if failure is not None:
             return await self.fail(
                 identity,
@@ -382,21 +389,12 @@ class Pipeline:
         return outcome, tuple(written)
 
 
-async def _cancellation_wins(name: str, identity: CallIdentity) -> None:
-    """Raise a pending cancellation, so a cancelled call never settles.
-
-    A tool that shielded itself, or caught the cancellation and returned or
-    raised `ToolFailure`, has its result discarded here.
-    """
-    try:
-        await anyio.lowlevel.checkpoint_if_cancelled()
-    except anyio.get_cancelled_exc_class():
-        logger.warning(
-            "discarded the result of tool %r (call %s): the call was cancelled while it ran",
-            name,
-            identity.call_id,
-        )
-        raise
+def _discarded(name: str, identity: CallIdentity) -> None:
+    logger.warning(
+        "discarded the result of tool %r (call %s): the call was cancelled while it ran",
+        name,
+        identity.call_id,
+    )
 
 
 def _discard(paths: Sequence[Path]) -> None:
