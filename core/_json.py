@@ -13,7 +13,6 @@ import orjson
 from ._errors import CodecError
 
 __all__ = (
-    "MAX_INTEGER_DIGITS",
     "FrozenDict",
     "FrozenList",
     "TooLarge",
