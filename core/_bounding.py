@@ -117,7 +117,7 @@ def check_text(content: tuple[ContentItem, ...], limits: OutputLimits) -> None:
     megabytes only to measure them is work done twice.
     """
     for item in content:
-        text = _text_of(item)
+        text = item.text if type(item) is Text else _text_of(item)
         if text is not None and len(text) <= limits.max_bytes:
             _utf8_size(text)
 

@@ -298,8 +298,10 @@ class Pipeline:
                     raise hook.fault(str(error), error) from None
                 written.extend(managed)
                 event = ExecuteEvent(call, name, outcome, managed)
-            # Cancelled while bounding or in a hook: no outcome, no file.
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            if written or self.after_hooks:
+                # Cancelled while retaining or in a hook: no outcome, no file.
+                # (With neither, nothing was awaited since the tool returned.)
+                await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
             _discard(written)
             raise
