@@ -426,9 +426,9 @@ def _text_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-#: Oversized text is parsed to name its largest field only up to this many
-#: times the limit; beyond, the size alone is reported.
-_PARSE_OVERSIZED = 64
+#: Oversized text is parsed, to name its largest field, only up to this many
+#: times the limit: the parse is bounded; beyond, the size alone is reported.
+_PARSE_OVERSIZED = 4
 
 
 def _too_big_text(raw: str | bytes | bytearray, size: int, limit: int) -> CodecError:

@@ -79,10 +79,17 @@ BAD_INPUTS = [
     pytest.param("add", "[" * 100_000 + "]" * 100_000, "deeper than 64", "json", id="deep"),
     pytest.param(
         "write",
-        '{"path": "a", "content": "' + "x" * 50_000_000 + '"}',
-        "the largest field is $.content",
+        '{"path": "a", "content": "' + "x" * 2_000_000 + '"}',
+        "the largest field is $.content (2,000,000 characters)",
         "size",
-        id="50MB-string",
+        id="2MB-string",
+    ),
+    pytest.param(
+        "write",
+        '{"path": "a", "content": "' + "x" * 50_000_000 + '"}',
+        "input is 50,000,028 bytes, over the 1,048,576-byte limit; send a smaller input",
+        "size",
+        id="50MB-string-never-parsed",
     ),
     pytest.param(
         "write",
