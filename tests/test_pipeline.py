@@ -947,6 +947,10 @@ def wrong_type(event: pegboard.ExecuteEvent) -> Any:
     return {"output": {"total": 3}}
 
 
+def unknown_kind(event: pegboard.ExecuteEvent) -> Any:
+    return pegboard.Failed(pegboard.ToolError("redacted", "hidden"))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("hook", "message"),
     [
@@ -955,6 +959,7 @@ def wrong_type(event: pegboard.ExecuteEvent) -> Any:
         (invalid_output, "an output its output schema refuses: $.total: expected integer"),
         (empty, "a Completed that has no content"),
         (wrong_type, "returned a dict for 'add'; return a pegboard.Completed"),
+        (unknown_kind, "not a pegboard.ToolError of a known kind"),
     ],
 )
 async def test_law_per_call_rejection_a_broken_hook_fails_its_call_closed(
