@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -14,7 +14,6 @@ import pluggy
 from ._codec import SchemaCodec
 from ._config import PluginSpec
 from ._errors import CodecError, SchemaError
-from ._outcome import Outcome
 from ._pipeline import AfterHook, ExecuteEvent
 from ._plugins import PluginError, Plugins, call_hook
 from ._registry import Board, Scope, Tools
@@ -203,7 +202,7 @@ class Activation:
     def after_hooks(self) -> tuple[AfterHook, ...]:
         """The active plugins' ``execute_after`` hooks, in the Location's plugin order."""
         return tuple(
-            _after_hook(plugin.name, plugin.hooks["execute_after"])
+            _after_hook(plugin.name, plugin.hooks["execute_after"], self.record)
             for plugin in self.active
             if "execute_after" in plugin.hooks
         )
@@ -237,20 +236,21 @@ def _same(one: PluginError, other: PluginError) -> bool:
     return (one.plugin, one.phase, one.message) == (other.plugin, other.phase, other.message)
 
 
-def _after_hook(plugin: str, impl: pluggy.HookImpl) -> AfterHook:
+def _after_hook(
+    plugin: str,
+    impl: pluggy.HookImpl,
+    record: Callable[[PluginError, BaseException | None], None],
+) -> AfterHook:
     function = impl.function
     # Resolved once: the hook runs on every call in the Location.
     arguments: tuple[str, ...] = tuple(impl.argnames)
 
-    async def run(event: ExecuteEvent) -> Outcome | None:
-        try:
-            result: Any = function(event) if arguments else function()
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as error:
-            raise PluginError(
-                plugin, "hook", f"execute_after raised {type(error).__name__}: {error}"
-            ) from error
-        return result  # type: ignore[no-any-return]
+    async def run(event: ExecuteEvent) -> object:
+        result: object = function(event) if arguments else function()
+        if inspect.isawaitable(result):
+            result = await result
+        return result
 
-    return run
+    # The pipeline turns what the hook raises or returns wrong into a
+    # PluginError, recorded here on the Location.
+    return AfterHook(plugin, run, record)

@@ -5,13 +5,43 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from ._content import ContentItem, Text
+from ._content import ContentItem, EmbeddedResource, ResourceLink, Text
 from ._storage import ManagedStorage
 
-__all__ = ("Bounded", "InvalidText", "OutputLimits", "bound_content", "check_text", "fits")
+__all__ = (
+    "BOUNDING_THREADS",
+    "Bounded",
+    "InvalidText",
+    "OutputLimits",
+    "bound_content",
+    "bound_text",
+    "bounding_limiter",
+    "check_text",
+    "fits",
+)
+
+#: Worker threads that bound output at once, per event loop. Bounding has
+#: threads of its own so a result never waits behind busy sync tools in the
+#: default thread pool.
+BOUNDING_THREADS = 4
+_LIMITER: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar(
+    "pegboard_bounding_limiter"
+)
+
+
+def bounding_limiter() -> anyio.CapacityLimiter:
+    """The current event loop's limiter for bounding threads."""
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(BOUNDING_THREADS)
+        _LIMITER.set(limiter)
+        return limiter
 
 
 def _at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], object], None]:
@@ -64,6 +94,22 @@ def _lone_surrogate(error: UnicodeEncodeError) -> InvalidText:
     )
 
 
+def _text_of(item: ContentItem) -> str | None:
+    """The model-visible text an item carries, if any: what bounding measures."""
+    kind = type(item)
+    if kind is Text:
+        return item.text  # type: ignore[union-attr]
+    if kind is EmbeddedResource:
+        return item.text  # type: ignore[union-attr]
+    if kind is ResourceLink:
+        return item.description  # type: ignore[union-attr]
+    return None
+
+
+def _texts(content: tuple[ContentItem, ...]) -> list[str]:
+    return [text for text in map(_text_of, content) if text is not None]
+
+
 def check_text(content: tuple[ContentItem, ...], limits: OutputLimits) -> None:
     """Raise `InvalidText` if a text item that fits cannot be written as UTF-8.
 
@@ -71,18 +117,23 @@ def check_text(content: tuple[ContentItem, ...], limits: OutputLimits) -> None:
     megabytes only to measure them is work done twice.
     """
     for item in content:
-        if type(item) is Text and len(item.text) <= limits.max_bytes:
-            _utf8_size(item.text)
+        text = item.text if type(item) is Text else _text_of(item)
+        if text is not None and len(text) <= limits.max_bytes:
+            _utf8_size(text)
 
 
 def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
-    """Whether the text in ``content`` is within both limits (no I/O)."""
+    """Whether the text in ``content`` is within both limits (no I/O).
+
+    Text items, the text of embedded resources and the descriptions of
+    resource links are all text the model reads, measured together.
+    """
     if len(content) == 1 and type(content[0]) is Text:
         # The common case, kept cheap: one ASCII text measures in O(1).
         only = content[0].text
         if only.isascii() and len(only) <= limits.max_bytes:
             return only.count("\n") < limits.max_lines
-    texts = [item.text for item in content if type(item) is Text]
+    texts = _texts(content)
     if not texts:
         return True
     # UTF-8 takes at least a byte per character: long text is oversized unencoded.
@@ -100,24 +151,53 @@ async def bound_content(
 ) -> Bounded:
     """Bound ``content``: oversized text is saved whole and replaced by a preview.
 
-    The preview takes the place of the first text item; the other text items
-    go (the file holds them all, joined by newlines) and media stays in order.
+    All model-visible text is measured together: text items, embedded
+    resources' text and resource links' descriptions. When it is over the
+    limits, the file holds all of it, joined by newlines, and the preview (a
+    text item) takes the place of the first item that carried text. Other text
+    items go; an embedded resource's text is replaced by a link to its URI; a
+    link loses its description; media stay in order.
     Raises `RetentionError` if the file cannot be written whole.
     """
     if fits(content, limits):
         return Bounded(content)
-    texts = [item.text for item in content if type(item) is Text]
-    # Encoding, writing and cutting megabytes happen off the event loop.
-    path, text = await anyio.to_thread.run_sync(_retain, texts, limits, storage)
+    path, text = await _retained(_texts(content), limits, storage)
     preview: Text | None = Text(text)
     bounded: list[ContentItem] = []
     for item in content:
-        if type(item) is not Text:
-            bounded.append(item)
-        elif preview is not None:
+        carries = _text_of(item) is not None
+        if carries and preview is not None:
             bounded.append(preview)
             preview = None
+        if isinstance(item, EmbeddedResource) and carries:
+            bounded.append(ResourceLink(uri=item.uri, name=item.uri, mime_type=item.mime_type))
+        elif isinstance(item, ResourceLink) and carries:
+            bounded.append(attrs.evolve(item, description=None))
+        elif type(item) is not Text:
+            bounded.append(item)
     return Bounded(tuple(bounded), (path,))
+
+
+async def bound_text(
+    text: str, limits: OutputLimits, storage: ManagedStorage
+) -> tuple[str, Path | None]:
+    """One model-visible text (an error message) within the limits, and its file if cut."""
+    if fits((Text(text),), limits):
+        return text, None
+    path, preview = await _retained([text], limits, storage)
+    return preview, path
+
+
+async def _retained(
+    texts: list[str], limits: OutputLimits, storage: ManagedStorage
+) -> tuple[Path, str]:
+    # Encoding, writing and cutting megabytes happen off the event loop, on
+    # bounding's own threads. The thread is not abandoned on cancellation: the
+    # caller must learn the file's path to delete it.
+    path, text = await anyio.to_thread.run_sync(
+        _retain, texts, limits, storage, limiter=bounding_limiter()
+    )
+    return path, text
 
 
 def _retain(texts: list[str], limits: OutputLimits, storage: ManagedStorage) -> tuple[Path, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 # jsonschema, jsonschema-rs and cattrs are imported when the first codec is
 # built, not when pegboard is imported: a command that makes no tool stays fast.
 
-__all__ = ("AttrsCodec", "Codec", "SchemaCodec", "as_codec")
+__all__ = ("AttrsCodec", "Codec", "SchemaCodec", "as_codec", "check_encoded", "encode")
 
 T = TypeVar("T")
 
@@ -137,8 +138,8 @@ def _linked(parts: Any) -> Any:
 class SchemaCodec:
     """A runtime JSON Schema codec: the decoded value is the validated JSON itself.
 
-    This is what MCP and manifest tools use. ``encode`` returns a fresh copy so a
-    tool that keeps mutating its value cannot change a settled outcome.
+    This is what MCP and manifest tools use. ``encode`` returns a read-only copy
+    so a tool that keeps mutating its value cannot change a settled outcome.
     """
 
     schema: Mapping[str, Any]
@@ -168,7 +169,7 @@ class SchemaCodec:
         error = self._validator.check(value)
         if error is not None:
             raise error
-        return orjson.loads(orjson.dumps(value))
+        return freeze(value)
 
 
 @attrs.define(eq=False)
@@ -210,11 +211,23 @@ class AttrsCodec(Generic[T]):
             raise invalid
         try:
             value: T = self._structure(raw, self.cls)
-        except self._failures as error:
-            import cattrs
-
-            raise CodecError("; ".join(cattrs.transform_error(error)), rule="decode") from None
+        except self._failures:
+            raise self._explain(raw) from None
         return value
+
+    def _explain(self, raw: Any) -> CodecError:
+        # The fast converter says what failed but not where; decoding again with
+        # detailed validation names the field.
+        import cattrs
+
+        try:
+            converter(detailed=True).structure(raw, self.cls)
+        except (cattrs.BaseValidationError, ValueError, TypeError) as error:
+            reasons = cattrs.transform_error(error, path="$", format_exception=_reason)
+        else:  # pragma: no cover - both converters share their hooks
+            reasons = ["the value cannot be decoded"]
+        reason, _, path = reasons[0].rpartition(" @ ")
+        return CodecError(reason or path, path=path if reason else "$", rule="decode")
 
     def encode(self, value: T) -> Any:
         if not isinstance(value, self.cls):
@@ -227,6 +240,59 @@ class AttrsCodec(Generic[T]):
         if error is not None:
             raise error
         return raw
+
+
+def _reason(error: BaseException, kind: type | None) -> str:
+    if isinstance(error, ValueError | TypeError) and not isinstance(error, KeyError):
+        return str(error)
+    import cattrs.v
+
+    return cattrs.v.format_exception(error, kind)
+
+
+# Validators for custom codecs' schemas, built once per codec.
+_CHECKS: weakref.WeakKeyDictionary[Any, _Validator] = weakref.WeakKeyDictionary()
+_CHECKS_BY_ID: dict[int, tuple[Any, _Validator]] = {}
+
+
+def _validator(codec: Codec[Any]) -> _Validator:
+    if isinstance(codec, AttrsCodec | SchemaCodec):
+        return codec._validator
+    try:
+        found = _CHECKS.get(codec)
+    except TypeError:  # not weakly referenceable: kept alive, so its id stays its own
+        kept = _CHECKS_BY_ID.get(id(codec))
+        found = None if kept is None else kept[1]
+        if found is None:
+            found = _Validator(orjson.loads(orjson.dumps(codec.json_schema)))
+            _CHECKS_BY_ID[id(codec)] = (codec, found)
+        return found
+    if found is None:
+        found = _CHECKS[codec] = _Validator(orjson.loads(orjson.dumps(codec.json_schema)))
+    return found
+
+
+def check_encoded(codec: Codec[Any], value: Any) -> CodecError | None:
+    """Why ``value`` is not plain JSON valid against ``codec.json_schema``, or ``None``."""
+    problem = find_problem(value, max_depth=MAX_DEPTH)
+    if problem is not None:
+        return problem
+    return _validator(codec).check(value)
+
+
+def encode(codec: Codec[Any], value: Any) -> Any:
+    """``codec.encode(value)``, validated: no codec can turn out invalid JSON.
+
+    pegboard's own codecs validate as they encode; what a custom codec returns
+    is checked against its own ``json_schema`` here.
+    """
+    if type(codec) is AttrsCodec or type(codec) is SchemaCodec:
+        return codec.encode(value)
+    encoded = codec.encode(value)
+    problem = check_encoded(codec, encoded)
+    if problem is not None:
+        raise problem
+    return encoded
 
 
 _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}

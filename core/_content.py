@@ -51,7 +51,10 @@ class Audio:
 
 @attrs.frozen(kw_only=True)
 class ResourceLink:
-    """A link to a resource the client can fetch, as MCP's ``resource_link``."""
+    """A link to a resource the client can fetch, as MCP's ``resource_link``.
+
+    ``description`` is text the model reads, bounded with the rest of it.
+    """
 
     uri: str = attrs.field(validator=attrs.validators.instance_of(str))
     name: str = attrs.field(validator=attrs.validators.instance_of(str))
@@ -65,7 +68,9 @@ class ResourceLink:
 class EmbeddedResource:
     """A resource's contents carried inline, as MCP's ``resource``: ``text`` or ``data``.
 
-    It passes unbounded like media: its producer owns its size.
+    ``text`` is bounded with the rest of the model's text (an oversized one is
+    retained and the item becomes a `ResourceLink` to ``uri``); ``data`` passes
+    unbounded like media: its producer owns its size.
     """
 
     uri: str = attrs.field(validator=attrs.validators.instance_of(str))

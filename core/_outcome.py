@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._content import ContentItem
+from ._json import freeze
 from ._tool import ToolContext
 
 __all__ = (
@@ -69,23 +70,27 @@ class ToolError:
 
     ``kind`` is one of ``unknown_tool``, ``unavailable``, ``final_step``,
     ``invalid_input``, ``tool_failure`` and ``invalid_output``; ``metadata``
-    comes from a `ToolFailure` that carried some.
+    comes from a `ToolFailure` that carried some, read-only like all outcome JSON.
     """
 
     kind: ErrorKind
     message: str
-    metadata: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True)
+    metadata: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True, converter=freeze)
 
 
 @attrs.frozen
 class Completed:
     """A successful call: machine ``output`` (``None`` for a tool without output),
     non-empty bounded model ``content``, optional ``metadata``.
+
+    ``output`` and ``metadata`` are deeply read-only JSON (`pegboard.FrozenDict`
+    and `pegboard.FrozenList`): a settled outcome cannot be edited in place.
+    Copy one with `pegboard.thaw` to build a replacement.
     """
 
-    output: Any
+    output: Any = attrs.field(converter=freeze)
     content: tuple[ContentItem, ...]
-    metadata: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] | None = attrs.field(default=None, converter=freeze)
     call: CallIdentity | None = attrs.field(default=None, kw_only=True)
     #: The effective name of the tool the call asked for (a provider needs it
     #: to answer the call); set by the pipeline.

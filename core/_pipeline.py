@@ -5,24 +5,37 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import orjson
 
-from ._bounding import InvalidText, OutputLimits, bound_content, check_text, fits
-from ._codec import MAX_DEPTH
+from ._bounding import InvalidText, OutputLimits, bound_content, bound_text, check_text, fits
+from ._codec import MAX_DEPTH, check_encoded, encode
 from ._content import ContentItem, Text, normalize_content
 from ._errors import CodecError, ToolFailure
-from ._json import dumps, find_problem, iter_strings, loads
+from ._json import (
+    TooLarge,
+    copy_within,
+    dumped_size,
+    dumps,
+    find_problem,
+    freeze,
+    iter_strings,
+    loads,
+)
 from ._outcome import CallIdentity, Completed, ErrorKind, Failed, Outcome, ToolCall, ToolError
+from ._plugins import PluginError
 from ._storage import ManagedStorage
 from ._tool import RECORDER, ProgressRecorder, Tool, ToolResponse
 
 __all__ = ("AfterHook", "ExecuteEvent", "Pipeline")
 
 logger = logging.getLogger("pegboard")
+
+_KINDS = frozenset(get_args(ErrorKind))
 
 
 @attrs.frozen
@@ -37,8 +50,27 @@ class ExecuteEvent:
     managed: tuple[Path, ...] = ()
 
 
-#: An ``execute_after`` hook as the pipeline runs it: a replacement or ``None``.
-AfterHook = Callable[[ExecuteEvent], Awaitable[Outcome | None]]
+def _not_recorded(error: PluginError, cause: BaseException | None) -> None:
+    return None
+
+
+@attrs.frozen
+class AfterHook:
+    """One plugin's ``execute_after`` hook as the pipeline runs it.
+
+    ``run`` calls the hook and returns what it returned; ``record`` notes a
+    failure on the Location (`Activation.record`: once, or raised in strict mode).
+    """
+
+    plugin: str
+    run: Callable[[ExecuteEvent], Awaitable[object]]
+    record: Callable[[PluginError, BaseException | None], None] = _not_recorded
+
+    def fault(self, message: str, cause: BaseException | None = None) -> PluginError:
+        """A failure of this hook, recorded; the caller raises it."""
+        error = PluginError(self.plugin, "hook", message)
+        self.record(error, cause)
+        return error
 
 
 @attrs.frozen
@@ -56,7 +88,11 @@ class Pipeline:
             value = tool.input.decode(self.read_input(call.input))
         except ValueError as error:  # CodecError, or a custom codec's ValueError
             return await self.fail(
-                identity, name, "invalid_input", f"invalid input for tool {name!r}: {_why(error)}"
+                identity,
+                name,
+                "invalid_input",
+                f"invalid input for tool {name!r}: {_why(error)}",
+                tool=tool,
             )
         # The tool gets the runner's own context; its progress is recorded here.
         context = call.context
@@ -68,11 +104,23 @@ class Pipeline:
             if tool.is_async:
                 result = await tool.execute(value, context)
             else:
-                result = await anyio.to_thread.run_sync(tool.execute, value, context)
+                # A running thread cannot be stopped: on cancellation the caller
+                # returns at once and whatever the thread returns is discarded.
+                result = await anyio.to_thread.run_sync(
+                    tool.execute, value, context, abandon_on_cancel=True
+                )
         except ToolFailure as caught:
             failure = caught
         finally:
             RECORDER.reset(token)
+        # Cancellation wins over whatever the tool made of it: a tool that shielded
+        # itself, or caught the cancellation and returned or raised ToolFailure,
+        # settles nothing.
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except anyio.get_cancelled_exc_class():
+            _discarded(name, identity)
+            raise
         if failure is not None:
             return await self.fail(
                 identity,
@@ -81,6 +129,7 @@ class Pipeline:
                 str(failure.message),
                 metadata=failure.metadata,
                 partial=recorder.last,
+                tool=tool,
             )
         if isinstance(result, ToolResponse):
             output, content, metadata = result.output, result.content, result.metadata
@@ -101,26 +150,35 @@ class Pipeline:
                 "invalid_output",
                 f"invalid output from tool {name!r}: {_why(error)}",
                 partial=recorder.last,
+                tool=tool,
             )
-        return await self.after(bounded, managed, name)
+        return await self.after(bounded, managed, name, tool)
 
     def read_input(self, raw: object) -> Any:
-        """Raw provider input as plain JSON within the size and depth limits."""
-        if type(raw) is str and raw.isascii() and len(raw) <= self.max_input_bytes:
+        """Raw provider input as the tool's own plain JSON, within the size and depth limits.
+
+        Oversized input is refused before it is parsed or walked whole.
+        """
+        limit = self.max_input_bytes
+        if type(raw) is str and raw.isascii() and len(raw) <= limit:
             return loads(raw, max_depth=MAX_DEPTH)  # the common case, measured in O(1)
         if isinstance(raw, str | bytes | bytearray):
             size = len(raw) if not isinstance(raw, str) or raw.isascii() else _text_size(raw)
-            if size > self.max_input_bytes:
-                raise _too_big(raw, size, self.max_input_bytes)
+            if size > limit:
+                raise _too_big_text(raw, size, limit)
             return loads(bytes(raw) if isinstance(raw, bytearray) else raw, max_depth=MAX_DEPTH)
         if isinstance(raw, Mapping):
-            value = raw if type(raw) is dict else dict(raw)
-            problem = find_problem(value, max_depth=MAX_DEPTH)
-            if problem is not None:
-                raise problem
-            size = len(orjson.dumps(value))
-            if size > self.max_input_bytes:
-                raise _too_big(value, size, self.max_input_bytes)
+            # The tool gets a copy: what it does to its input never reaches the
+            # runner's ToolCall.input.
+            try:
+                value = copy_within(
+                    raw if type(raw) is dict else dict(raw), max_depth=MAX_DEPTH, max_bytes=limit
+                )
+            except TooLarge as error:
+                raise _too_big(f"input is over the {limit:,}-byte limit", error) from None
+            size = dumped_size(value)
+            if size > limit:
+                raise _too_big_value(value, size, limit)
             return value
         raise CodecError(f"expected JSON text or a mapping, got {type(raw).__name__}", rule="type")
 
@@ -136,9 +194,11 @@ class Pipeline:
         """Steps 4 and 5: encode the output and normalize the content."""
         output = None
         if tool.output is not None:
-            if returned is None:
+            if returned is not None:
+                output = encode(tool.output, returned)
+            elif check_encoded(tool.output, None) is not None:
                 raise CodecError("the tool declares an output but returned none", rule="output")
-            output = tool.output.encode(returned)
+            # else: the output schema allows null, and null is the output.
         elif returned is not None:
             raise CodecError(
                 "the tool returned an output but declares none; pass output= to pegboard.tool",
@@ -164,7 +224,7 @@ class Pipeline:
     def metadata(
         self, value: object, name: str, identity: CallIdentity
     ) -> Mapping[str, Any] | None:
-        """Metadata as a private JSON object within its bound, or ``None`` with a warning."""
+        """Metadata as a read-only JSON object within its bound, or ``None`` with a warning."""
         if value is None:
             return None
         if not isinstance(value, Mapping):
@@ -172,11 +232,16 @@ class Pipeline:
         elif (problem := find_problem(dict(value), max_depth=MAX_DEPTH)) is not None:
             reason = f"it is not plain JSON: {problem}"
         else:
-            data = orjson.dumps(dict(value))
-            if len(data) <= self.limits.max_metadata_bytes:
-                copy: dict[str, Any] = orjson.loads(data)
-                return copy
-            reason = f"it is {len(data):,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
+            try:
+                size = len(orjson.dumps(dict(value)))
+            except orjson.JSONEncodeError as error:
+                # Host UIs read metadata as ordinary JSON numbers.
+                reason = f"{error}; send integers beyond 64 bits as strings"
+            else:
+                if size <= self.limits.max_metadata_bytes:
+                    kept: Mapping[str, Any] = freeze(value)
+                    return kept
+                reason = f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
         logger.warning(
             "dropped metadata from tool %r (call %s): %s", name, identity.call_id, reason
         )
@@ -191,30 +256,64 @@ class Pipeline:
         *,
         metadata: object = None,
         partial: tuple[ContentItem, ...] = (),
+        tool: Tool | None = None,
     ) -> Outcome:
         """A failed outcome, published like any other."""
         error = ToolError(kind, message, metadata=self.metadata(metadata, name, identity))
-        return await self.publish(Failed(error, partial, call=identity, name=name), name)
+        return await self.publish(Failed(error, partial, call=identity, name=name), name, tool)
 
-    async def publish(self, outcome: Outcome, name: str) -> Outcome:
+    async def publish(self, outcome: Outcome, name: str, tool: Tool | None = None) -> Outcome:
         """Steps 6 to 8: bound, run ``execute_after`` hooks, bound their replacements."""
         bounded, managed = await self.bound(outcome)
-        return await self.after(bounded, managed, name)
+        return await self.after(bounded, managed, name, tool)
 
-    async def after(self, outcome: Outcome, managed: tuple[Path, ...], name: str) -> Outcome:
-        """Steps 7 and 8 for a bounded outcome: hooks in order, each replacement bounded."""
+    async def after(
+        self, outcome: Outcome, managed: tuple[Path, ...], name: str, tool: Tool | None = None
+    ) -> Outcome:
+        """Steps 7 and 8 for a bounded outcome: hooks in order, each replacement bounded.
+
+        A hook that raises, or returns something that is not a valid outcome of
+        this tool, fails the call with `PluginError`: what a hook would have
+        changed is never published without it. A call that is cancelled, or
+        fails here, leaves none of its managed files behind.
+        """
         call = outcome.call
         assert call is not None
-        event = ExecuteEvent(call, name, outcome, managed)
-        for hook in self.after_hooks:
-            replacement = await hook(event)
-            if replacement is not None:
-                outcome, managed = await self.bound(self.canonical(replacement, call, name))
+        written = list(managed)
+        try:
+            event = ExecuteEvent(call, name, outcome, managed)
+            for hook in self.after_hooks:
+                try:
+                    replacement = await hook.run(event)
+                except Exception as error:
+                    message = f"execute_after raised {type(error).__name__}: {error}"
+                    raise hook.fault(message, error) from error
+                if replacement is None:
+                    continue
+                try:
+                    outcome, managed = await self.bound(
+                        self.canonical(replacement, call, name, tool)
+                    )
+                except (TypeError, ValueError) as error:
+                    raise hook.fault(str(error), error) from None
+                written.extend(managed)
                 event = ExecuteEvent(call, name, outcome, managed)
+            if written or self.after_hooks:
+                # Cancelled while retaining or in a hook: no outcome, no file.
+                # (With neither, nothing was awaited since the tool returned.)
+                await anyio.lowlevel.checkpoint_if_cancelled()
+        except BaseException:
+            _discard(written)
+            raise
         return outcome
 
-    def canonical(self, outcome: object, call: CallIdentity, name: str) -> Outcome:
-        """A hook's replacement in canonical form, carrying the runner's identity."""
+    def canonical(
+        self, outcome: object, call: CallIdentity, name: str, tool: Tool | None = None
+    ) -> Outcome:
+        """A hook's replacement in canonical form, carrying the runner's identity.
+
+        Raises ``TypeError`` or ``ValueError`` saying what is wrong with it.
+        """
         if isinstance(outcome, Completed):
             content = normalize_content(outcome.content)
             check_text(content, self.limits)
@@ -223,10 +322,33 @@ class Pipeline:
                     f"an execute_after hook replaced the outcome of {name!r} with a "
                     "Completed that has no content; completed calls carry non-empty content"
                 )
+            codec = None if tool is None else tool.output
+            if codec is None and outcome.output is not None:
+                raise ValueError(
+                    f"an execute_after hook replaced the outcome of {name!r} with an output, "
+                    "but the tool declares none; keep output=None"
+                )
+            if codec is not None:
+                problem = check_encoded(codec, outcome.output)
+                if problem is not None:
+                    raise ValueError(
+                        f"an execute_after hook replaced the outcome of {name!r} with an "
+                        f"output its output schema refuses: {problem}"
+                    )
             metadata = self.metadata(outcome.metadata, name, call)
             return Completed(outcome.output, content, metadata, call=call, name=name)
         if isinstance(outcome, Failed):
             error = outcome.error
+            if not isinstance(error, ToolError) or error.kind not in _KINDS:
+                raise ValueError(
+                    f"an execute_after hook replaced the outcome of {name!r} with a Failed "
+                    f"whose error is not a pegboard.ToolError of a known kind: {error!r}"
+                )
+            if not isinstance(error.message, str):
+                raise TypeError(
+                    f"an execute_after hook replaced the outcome of {name!r} with an error "
+                    f"message that is a {type(error.message).__name__}, not a str"
+                )
             metadata = self.metadata(error.metadata, name, call)
             error = ToolError(error.kind, error.message, metadata=metadata)
             return Failed(error, normalize_content(outcome.partial), call=call, name=name)
@@ -236,20 +358,55 @@ class Pipeline:
         )
 
     async def bound(self, outcome: Outcome) -> tuple[Outcome, tuple[Path, ...]]:
+        """Step 6: every text the model sees within the limits, the rest retained.
+
+        Files written before a failure or cancellation are deleted.
+        """
         if isinstance(outcome, Completed):
             # bound_content measures once; content that fits comes back as it was.
             bounded = await bound_content(outcome.content, self.limits, self.storage)
             if not bounded.managed:
                 return outcome, ()
             return attrs.evolve(outcome, content=bounded.content), bounded.managed
-        if not outcome.partial:
-            return outcome, ()
+        written: list[Path] = []
         try:
-            bounded = await bound_content(outcome.partial, self.limits, self.storage)
-        except InvalidText:
-            # The call has failed already; a partial snapshot is kept legibly.
-            bounded = await bound_content(_legible(outcome.partial), self.limits, self.storage)
-        return attrs.evolve(outcome, partial=bounded.content), bounded.managed
+            message, path = await bound_text(outcome.error.message, self.limits, self.storage)
+            if path is not None:
+                written.append(path)
+                outcome = attrs.evolve(outcome, error=attrs.evolve(outcome.error, message=message))
+            if outcome.partial:
+                try:
+                    partial = await bound_content(outcome.partial, self.limits, self.storage)
+                except InvalidText:
+                    # The call has failed already; a partial snapshot is kept legibly.
+                    partial = await bound_content(
+                        _legible(outcome.partial), self.limits, self.storage
+                    )
+                written.extend(partial.managed)
+                if partial.managed:
+                    outcome = attrs.evolve(outcome, partial=partial.content)
+        except BaseException:
+            _discard(written)
+            raise
+        return outcome, tuple(written)
+
+
+def _discarded(name: str, identity: CallIdentity) -> None:
+    logger.warning(
+        "discarded the result of tool %r (call %s): the call was cancelled while it ran",
+        name,
+        identity.call_id,
+    )
+
+
+def _discard(paths: Sequence[Path]) -> None:
+    # Deleting a few files is quick; this runs while a cancellation unwinds,
+    # where nothing may be awaited.
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as error:
+            logger.warning("cannot delete managed file %s of an unsettled call: %s", path, error)
 
 
 def _legible(content: tuple[ContentItem, ...]) -> tuple[ContentItem, ...]:
@@ -269,19 +426,39 @@ def _text_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _too_big(raw: object, size: int, limit: int) -> CodecError:
+#: Oversized text is parsed, to name its largest field, only up to this many
+#: times the limit: the parse is bounded; beyond, the size alone is reported.
+_PARSE_OVERSIZED = 4
+
+
+def _too_big_text(raw: str | bytes | bytearray, size: int, limit: int) -> CodecError:
     message = f"input is {size:,} bytes, over the {limit:,}-byte limit"
-    value = raw
-    if isinstance(raw, str | bytes | bytearray):
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return CodecError(f"{message}; send a smaller input", rule="size")
+    if size > limit * _PARSE_OVERSIZED:
+        return CodecError(f"{message}; send a smaller input", rule="size")
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return CodecError(f"{message}; send a smaller input", rule="size")
+    return _too_big_value(value, size, limit)
+
+
+def _too_big_value(value: object, size: int, limit: int) -> CodecError:
+    message = f"input is {size:,} bytes, over the {limit:,}-byte limit"
     largest = max(iter_strings(value), key=lambda found: len(found[1]), default=None)
     if largest is None:
         return CodecError(f"{message}; send a smaller input", rule="size")
     path, text = largest
     return CodecError(
         f"{message}; the largest field is {path} ({len(text):,} characters); send a smaller value",
+        rule="size",
+    )
+
+
+def _too_big(message: str, error: TooLarge) -> CodecError:
+    if error.longest_path is None:
+        return CodecError(f"{message}; send a smaller input", rule="size")
+    return CodecError(
+        f"{message}; the largest field read before stopping is {error.longest_path} "
+        f"({error.longest:,} characters); send a smaller value",
         rule="size",
     )

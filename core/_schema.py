@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import functools
 import types
 import typing
+import uuid
 from collections.abc import Mapping, MutableMapping, MutableSequence, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,9 @@ _SCALARS: dict[Any, dict[str, Any]] = {
     type(None): {"type": "null"},
     None: {"type": "null"},
     Any: {},
+    datetime.datetime: {"type": "string", "format": "date-time"},
+    datetime.date: {"type": "string", "format": "date"},
+    uuid.UUID: {"type": "string", "format": "uuid"},
 }
 
 
@@ -164,7 +169,8 @@ class _Deriver:
             return {"type": "object", "additionalProperties": self.type_schema(value, where)}
         raise SchemaError(
             f"{where}: {hint!r} has no JSON Schema; use str, int, float, bool, None, "
-            "Literal, an Enum, list/tuple/set, dict[str, T], a union of these, or an attrs class"
+            "datetime, date, UUID, Literal, an Enum, list/tuple/set, dict[str, T], a union of "
+            "these, or an attrs class"
         )
 
     def define(self, cls: type) -> str:

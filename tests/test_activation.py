@@ -493,7 +493,7 @@ async def test_a_raising_execute_after_hook_fails_only_that_call(
 async def test_a_hook_returning_garbage_fails_operationally(
     host: pegboard.Host, workspace: Path, storage_dir: Path, context: Context
 ) -> None:
-    """A hook must return an outcome or None; anything else is a clear operational error."""
+    """A hook must return an outcome or None; anything else fails the call as its plugin's fault."""
 
     class Garbage:
         @hookimpl
@@ -503,8 +503,11 @@ async def test_a_hook_returning_garbage_fails_operationally(
     host.add_plugin("garbage", Garbage())
     host.tools.register({"base": await constant("base")})
     async with host.location(workspace, plugins=["garbage"], storage=storage_dir) as location:
-        with pytest.raises(TypeError, match=r"return a pegboard\.Completed, a pegboard\.Failed"):
+        with pytest.raises(
+            pegboard.PluginError, match=r"return a pegboard\.Completed, a pegboard\.Failed"
+        ) as caught:
             await run(location.prepare(), "base", context)
+    assert ("garbage", "hook") == (caught.value.plugin, caught.value.phase)
 
 
 class Withdraw:

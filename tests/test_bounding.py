@@ -454,3 +454,120 @@ def test_storage_directories_that_would_break_the_preview_are_refused(directory:
     """A storage path too long or not printable on one line is refused up front."""
     with pytest.raises(ValueError, match="printable path of at most 512 bytes"):
         pegboard.ManagedStorage(directory)
+
+
+# Every model-visible text is bounded
+
+HUGE = "\n".join(f"secret row {number}" for number in range(20_000))
+
+
+def visible_text(outcome: pegboard.Outcome) -> list[str]:
+    """Every text of ``outcome`` a model reads."""
+    items = outcome.content if isinstance(outcome, pegboard.Completed) else outcome.partial
+    found = [] if isinstance(outcome, pegboard.Completed) else [outcome.error.message]
+    for item in items:
+        if isinstance(item, pegboard.Text | pegboard.EmbeddedResource) and item.text is not None:
+            found.append(item.text)
+        elif isinstance(item, pegboard.ResourceLink) and item.description is not None:
+            found.append(item.description)
+    return found
+
+
+async def fails_loudly(input: object, context: pegboard.ToolContext) -> object:
+    raise pegboard.ToolFailure(HUGE)
+
+
+async def reports_then_fails(input: object, context: pegboard.ToolContext) -> object:
+    await context.progress(pegboard.Progress(content=HUGE))
+    raise pegboard.ToolFailure("gave up")
+
+
+async def embeds(input: object, context: pegboard.ToolContext) -> object:
+    image = pegboard.Image(b"\x89PNG", "image/png")
+    resource = pegboard.EmbeddedResource(uri="file:///log.txt", text=HUGE, mime_type="text/plain")
+    return ["intro", resource, image]
+
+
+async def links(input: object, context: pegboard.ToolContext) -> object:
+    return pegboard.ResourceLink(uri="file:///log.txt", name="log", description=HUGE)
+
+
+@pytest.mark.parametrize(
+    "execute",
+    [fails_loudly, reports_then_fails, embeds, links],
+    ids=["failure-message", "partial", "embedded-resource", "link-description"],
+)
+async def test_law_canonical_representation_every_visible_text_is_bounded(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+    execute: Callable[..., Any],
+) -> None:
+    """Failure messages, partials, embedded text and link descriptions are all bounded."""
+    tool = pegboard.tool(description="Loud.", execute=execute)
+    outcome = await run_once(host, workspace, tool, context(), limits=SMALL, storage=storage_dir)
+    (name,) = listing(storage_dir)
+    saved = (storage_dir / name).read_text()
+    assert HUGE in saved
+    visible = visible_text(outcome)
+    assert within("\n".join(visible), SMALL)
+    assert any(str(storage_dir / name) in text for text in visible)
+    if execute is embeds:
+        assert isinstance(outcome, pegboard.Completed)
+        kinds = [type(item) for item in outcome.content]
+        assert [pegboard.Text, pegboard.ResourceLink, pegboard.Image] == kinds
+        assert "file:///log.txt" == outcome.content[1].uri  # type: ignore[union-attr]
+        assert f"intro\n{HUGE}" == saved
+    if execute is links:
+        link = outcome.content[1]  # type: ignore[union-attr]
+        assert ("file:///log.txt", None) == (link.uri, link.description)  # type: ignore[union-attr]
+
+
+async def test_law_canonical_representation_a_hooks_oversized_failure_is_bounded(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+) -> None:
+    """A replacement Failed from a hook is bounded like the tool's own."""
+
+    class Loud:
+        @pegboard.hookimpl
+        def execute_after(self, event: pegboard.ExecuteEvent) -> pegboard.Outcome:
+            return pegboard.Failed(pegboard.ToolError("tool_failure", HUGE))
+
+    host.add_plugin("loud", Loud())
+    tool = echo_tool("fine")
+    async with host.location(workspace, plugins=["loud"], storage=storage_dir) as location:
+        location.tools.register({"big": tool})
+        outcome = await location.prepare().execute(pegboard.ToolCall("big", "{}", context()))
+    assert isinstance(outcome, pegboard.Failed)
+    assert within(outcome.error.message, pegboard.OutputLimits())
+    (name,) = listing(storage_dir)
+    assert HUGE == (storage_dir / name).read_text()
+
+
+async def test_law_canonical_representation_bounding_does_not_wait_behind_busy_threads(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+) -> None:
+    """With every default worker thread taken, oversized output is still bounded."""
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    borrowers = [object() for _ in range(int(limiter.total_tokens))]
+    options: dict[str, Any] = {"plugins": [], "limits": SMALL, "storage": storage_dir}
+    async with host.location(workspace, **options) as location:
+        location.tools.register({"big": echo_tool(HUGE)})
+        request = location.prepare()
+        for borrower in borrowers:
+            await limiter.acquire_on_behalf_of(borrower)
+        try:
+            with anyio.fail_after(10):
+                outcome = await request.execute(pegboard.ToolCall("big", "{}", context()))
+        finally:
+            for borrower in borrowers:
+                limiter.release_on_behalf_of(borrower)
+    assert within("\n".join(visible_text(outcome)), SMALL)
+    assert 1 == len(listing(storage_dir))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import enum
+import json
+import uuid
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -191,7 +193,7 @@ class Node:
 
 @attrs.frozen
 class Event:
-    when: datetime.datetime
+    when: complex
 
 
 def test_recursive_classes_use_defs() -> None:
@@ -350,3 +352,118 @@ def test_validators_agree_on_point_shaped_values(value: dict[str, Any]) -> None:
     """Near-miss objects get the same verdict from both validators."""
     fast, authority = _VALIDATORS[Point]
     assert authority.is_valid(value) == fast.is_valid(value)
+
+
+class Size(enum.IntEnum):
+    SMALL = 1
+    LARGE = 2
+
+
+@attrs.frozen
+class Appointment:
+    """When and with whom."""
+
+    when: datetime.datetime
+    day: datetime.date
+    id: uuid.UUID
+    size: Size
+    color: Color
+    mode: Literal["online", "in person"]
+    where: Point | None
+    guests: frozenset[str]
+    rooms: set[int]
+    note: str | None = None
+
+
+APPOINTMENT = Appointment(
+    when=datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.UTC),
+    day=datetime.date(2024, 5, 1),
+    id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    size=Size.LARGE,
+    color=Color.GREEN,
+    mode="online",
+    where=Point(1, 2),
+    guests=frozenset({"ada"}),
+    rooms={7, 9},
+)
+
+
+def test_law_codec_boundary_rich_attrs_types_round_trip() -> None:
+    """datetime, date, UUID, enums, Literal, Optional, nested classes and sets round-trip."""
+    codec = pegboard.AttrsCodec(Appointment)
+    properties = codec.json_schema["properties"]
+    assert {"type": "string", "format": "date-time"} == properties["when"]
+    assert {"type": "string", "format": "date"} == properties["day"]
+    assert {"type": "string", "format": "uuid"} == properties["id"]
+    assert {"enum": [1, 2]} == properties["size"]
+    assert {"anyOf": [{"$ref": "#/$defs/Point"}, {"type": "null"}]} == properties["where"]
+    encoded = codec.encode(APPOINTMENT)
+    assert {
+        "when": "2024-05-01T12:30:00+00:00",
+        "day": "2024-05-01",
+        "id": "12345678-1234-5678-1234-567812345678",
+        "size": 2,
+        "color": "green",
+        "mode": "online",
+        "where": {"x": 1, "y": 2},
+        "guests": ["ada"],
+        "rooms": [7, 9],
+        "note": None,
+    } == encoded
+    jsonschema.validate(encoded, codec.json_schema)
+    assert APPOINTMENT == codec.decode(encoded)
+    assert APPOINTMENT == codec.decode(json.loads(json.dumps(encoded)))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("when", "yesterday", "expected an RFC 3339 date-time"),
+        ("when", "2024-05-01", "expected an RFC 3339 date-time"),
+        ("day", "2024-13-01", "month must be in 1..12"),
+        ("id", "not-a-uuid", "badly formed hexadecimal UUID string"),
+    ],
+)
+def test_decoding_errors_name_the_field(field: str, value: str, message: str) -> None:
+    """A value the schema passes but the class cannot take names its field and the reason."""
+    raw = pegboard.AttrsCodec(Appointment).encode(APPOINTMENT)
+    with pytest.raises(pegboard.CodecError) as caught:
+        pegboard.AttrsCodec(Appointment).decode({**raw, field: value})
+    assert f"$.{field}" == caught.value.path
+    assert message in caught.value.message
+
+
+class Tolerant:
+    """A custom codec without a __weakref__ slot, returning what it is given."""
+
+    __slots__ = ()
+
+    @property
+    def json_schema(self) -> Any:
+        return {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+    def decode(self, raw: Any) -> Any:
+        return raw
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+
+class WeaklyHeld(Tolerant):
+    """The same codec, weakly referenceable."""
+
+    __slots__ = ("__weakref__",)
+
+
+@pytest.mark.parametrize("make", [Tolerant, WeaklyHeld])
+def test_a_custom_codec_is_held_to_its_own_schema(make: type[Tolerant]) -> None:
+    """What a custom codec encodes is checked against its own schema and for plain JSON."""
+    from pegboard._codec import encode
+
+    codec = make()
+    for _ in range(2):  # the second time uses the validator built the first
+        assert {"n": 2**80} == encode(codec, {"n": 2**80})
+        with pytest.raises(pegboard.CodecError, match="expected integer"):
+            encode(codec, {"n": "1"})
+        with pytest.raises(pegboard.CodecError, match="NaN"):
+            encode(codec, {"n": float("nan")})

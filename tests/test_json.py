@@ -107,3 +107,86 @@ def test_frozen_containers_refuse_every_mutation() -> None:
         with pytest.raises(TypeError, match="read-only"):
             mutate()
     assert frozen == {"a": [1]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"n": 12345678901234567890123}',
+        b'{"n": -92233720368547758090}',
+        '[18446744073709551616, "12345678901234567890123", 1.5]',
+    ],
+)
+def test_loads_keeps_integers_of_any_size_exact(text: str | bytes) -> None:
+    """Integers orjson would read as floats come back exact; the rest is unchanged."""
+    import json
+
+    expected = json.loads(text)
+    value = loads(text, max_depth=64)
+    assert expected == value
+    assert [type(item) for item in _leaves(expected)] == [type(item) for item in _leaves(value)]
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "rule"),
+    [
+        ('{"a": [' + "9" * 5000 + "]}", "$.a[0]", "number"),
+        ('{"a": 12345678901234567890123, "b": NaN}', "$.b", "number"),
+        ('{"a": 12345678901234567890123, "b": "\\ud800"}', "$.b", "unicode"),
+        ('{"a": 12345678901234567890123, "b": 1e999}', "$.b", "number"),
+        ('{"a": 12345678901234567890123,', "$", "json"),
+        ("[" * 100 + "12345678901234567890123" + "]" * 100, "$" + "[0]" * 64, "depth"),
+    ],
+)
+def test_loads_names_the_field_of_a_bad_value(text: str, path: str, rule: str) -> None:
+    """A value problem names its path, also on the exact parser's path."""
+    with pytest.raises(CodecError) as caught:
+        loads(text, max_depth=64)
+    assert (path, rule) == (caught.value.path, caught.value.rule)
+
+
+def test_dumps_writes_integers_beyond_64_bits() -> None:
+    """orjson refuses them; dumps and dumped_size fall back to an exact writer."""
+    from pegboard._json import dumped_size, dumps
+
+    text = dumps({"n": 2**80, "s": "é"})
+    assert f'{{"n":{2**80},"s":"é"}}' == text
+    assert len(text.encode()) == dumped_size({"n": 2**80, "s": "é"})
+
+
+def test_copy_within_copies_and_stops_at_the_budget() -> None:
+    """The copy shares no container with its source; an oversized value stops the walk."""
+    from pegboard._json import TooLarge, copy_within
+
+    source = {"a": [1, {"b": ("c", 2**80)}]}
+    copied = copy_within(source, max_depth=64, max_bytes=1000)
+    assert {"a": [1, {"b": ["c", 2**80]}]} == copied
+    assert copied["a"] is not source["a"]
+    assert copied["a"][1] is not source["a"][1]
+    with pytest.raises(TooLarge) as caught:
+        copy_within({"big": "x" * 2000, "small": "y"}, max_depth=64, max_bytes=1000)
+    assert ("$.big", 2000) == (caught.value.longest_path, caught.value.longest)
+    with pytest.raises(CodecError, match="deeper than 2"):
+        copy_within([[[1]]], max_depth=2, max_bytes=1000)
+    with pytest.raises(CodecError) as bad:
+        copy_within({"a": [float("inf")]}, max_depth=64, max_bytes=1000)
+    assert ("$.a[0]", "number") == (bad.value.path, bad.value.rule)
+
+
+def test_frozen_containers_freeze_what_they_are_built_from() -> None:
+    """FrozenDict and FrozenList built directly are frozen all the way down, like freeze()."""
+    frozen = FrozenDict({"a": [1, {"b": [2]}]})
+    listed = FrozenList([{"c": [3]}])
+    with pytest.raises(TypeError, match="read-only"):
+        frozen["a"][1]["b"].append(3)
+    with pytest.raises(TypeError, match="read-only"):
+        listed[0]["c"].append(4)
+    assert freeze(frozen) is frozen

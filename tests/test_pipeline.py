@@ -79,10 +79,17 @@ BAD_INPUTS = [
     pytest.param("add", "[" * 100_000 + "]" * 100_000, "deeper than 64", "json", id="deep"),
     pytest.param(
         "write",
-        '{"path": "a", "content": "' + "x" * 50_000_000 + '"}',
-        "the largest field is $.content",
+        '{"path": "a", "content": "' + "x" * 2_000_000 + '"}',
+        "the largest field is $.content (2,000,000 characters)",
         "size",
-        id="50MB-string",
+        id="2MB-string",
+    ),
+    pytest.param(
+        "write",
+        '{"path": "a", "content": "' + "x" * 50_000_000 + '"}',
+        "input is 50,000,028 bytes, over the 1,048,576-byte limit; send a smaller input",
+        "size",
+        id="50MB-string-never-parsed",
     ),
     pytest.param(
         "write",
@@ -102,6 +109,27 @@ BAD_INPUTS = [
         "write", {"path": float("nan"), "content": ""}, "$.path: NaN", "number", id="nan-mapping"
     ),
     pytest.param("write", ["path"], "expected JSON text or a mapping", "type", id="list-object"),
+    pytest.param(
+        "add",
+        '{"a": ' + "7" * 5000 + ', "b": 1}',
+        "$.a: integer has more",
+        "number",
+        id="5000-digits",
+    ),
+    pytest.param(
+        "write",
+        {"path": 10**5000, "content": ""},
+        "$.path: integer has more",
+        "number",
+        id="5000-digits-mapping",
+    ),
+    pytest.param(
+        "add",
+        '{"a": 1, "b": 12345678901234567890123, "c": NaN}',
+        "$.c: NaN",
+        "number",
+        id="nan-beside-a-big-integer",
+    ),
 ]
 
 
@@ -549,7 +577,8 @@ async def test_input_limit_is_per_location(
         raw = {"path": "p", "content": "y" * 200}
         outcome = await call(location, "write", raw, context())
     assert isinstance(outcome, pegboard.Failed)
-    assert "over the 100-byte limit; the largest field is $.content" in outcome.error.message
+    assert "over the 100-byte limit; the largest field" in outcome.error.message
+    assert "$.content (200 characters)" in outcome.error.message
     assert spy.inputs == []
 
 
@@ -642,3 +671,332 @@ async def test_outcomes_carry_the_effective_tool_name(
     invalid = await call(location, name, "{}", context("c2"))
     unknown = await call(location, "nope", "{}", context("c3"))
     assert ["math_add", "math_add", "nope"] == [completed.name, invalid.name, unknown.name]
+
+
+# --- edges: cancellation lives in tests/test_cancellation.py ------------------------------
+
+
+class IntegerCodec:
+    """A custom codec whose encode returns whatever the tool gave it."""
+
+    json_schema: Any = pegboard.FrozenDict({"type": "integer"})
+
+    def decode(self, raw: Any) -> Any:
+        return raw
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not an int", "expected integer, got string"),
+        (float("nan"), "NaN is not a JSON number"),
+        (object(), "object is not a JSON type"),
+    ],
+)
+async def test_law_codec_boundary_custom_codec_output_is_validated(
+    location: pegboard.Location, context: Context, value: Any, message: str
+) -> None:
+    """What a custom codec's encode() returns is checked against its own json_schema."""
+
+    @pegboard.tool(description="Lax.", output=IntegerCodec())
+    async def lax(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return value
+
+    location.tools.register({"lax": lax})
+    outcome = await call(location, "lax", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert message in outcome.error.message
+
+
+async def test_law_codec_boundary_tool_gets_its_own_input(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A tool that mutates its decoded input never changes the runner's ToolCall.input."""
+
+    @pegboard.tool(description="Mutates.", input={"type": "object"})
+    async def mutates(input: dict[str, Any], ctx: pegboard.ToolContext) -> str:
+        input["added"] = True
+        input["items"].append("sneaked in")
+        input["nested"]["key"] = "changed"
+        return "done"
+
+    location.tools.register({"mutates": mutates})
+    raw = {"items": ["a"], "nested": {"key": "kept"}, "pair": ("x", 1)}
+    runner_call = pegboard.ToolCall("mutates", raw, context())
+    outcome = await location.prepare().execute(runner_call)
+    assert (pegboard.Text("done"),) == outcome.content  # type: ignore[union-attr]
+    assert {"items": ["a"], "nested": {"key": "kept"}, "pair": ("x", 1)} == runner_call.input
+
+
+async def test_law_canonical_representation_outcomes_are_read_only(
+    location: pegboard.Location, context: Context
+) -> None:
+    """output, metadata and error.metadata of a settled outcome refuse in-place edits."""
+
+    @pegboard.tool(description="Add.", input=AddInput, output=AddOutput)
+    async def add(input: AddInput, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(output=AddOutput(3), metadata={"ui": {"rows": [1]}})
+
+    @pegboard.tool(description="Fails.")
+    async def fails(input: Any, ctx: pegboard.ToolContext) -> str:
+        raise pegboard.ToolFailure("no", metadata={"status": [503]})
+
+    location.tools.register({"add": add, "fails": fails})
+    done = await call(location, "add", '{"a": 1, "b": 2}', context())
+    failed = await call(location, "fails", "{}", context())
+    assert isinstance(done, pegboard.Completed)
+    assert isinstance(failed, pegboard.Failed)
+    assert failed.error.metadata is not None
+    assert done.metadata is not None
+    for edit in (
+        lambda: done.output.__setitem__("total", 4),
+        lambda: done.metadata["ui"]["rows"].append(2),  # type: ignore[index]
+        lambda: failed.error.metadata["status"].clear(),  # type: ignore[index]
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            edit()
+    assert ({"total": 3}, {"ui": {"rows": [1]}}) == (done.output, done.metadata)
+    assert {"status": [503]} == failed.error.metadata
+    assert {"total": 3} == pegboard.thaw(done.output)
+
+
+BIG = 12345678901234567890123
+INTEGER_INPUT = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        f'{{"n": {BIG}}}',
+        f'{{"n": -{BIG}}}'.encode(),
+        {"n": BIG},
+        '{"n": 18446744073709551616}',
+        '{"n": -9223372036854775809}',
+    ],
+)
+async def test_law_codec_boundary_integers_of_any_size_reach_the_tool_exactly(
+    location: pegboard.Location, context: Context, raw: Any
+) -> None:
+    """Integers beyond 64 bits reach the tool exactly, from text or from a mapping."""
+    seen: list[Any] = []
+
+    @pegboard.tool(description="Echo.", input=INTEGER_INPUT, output={"type": "integer"})
+    async def echo(input: dict[str, Any], ctx: pegboard.ToolContext) -> int:
+        seen.append(input["n"])
+        return int(input["n"])
+
+    location.tools.register({"echo": echo})
+    outcome = await call(location, "echo", raw, context())
+    expected = orjson_free_int(raw)
+    assert [expected] == seen
+    assert type(seen[0]) is int
+    assert isinstance(outcome, pegboard.Completed)
+    assert expected == outcome.output
+    assert (pegboard.Text(str(expected)),) == outcome.content
+
+
+def orjson_free_int(raw: Any) -> int:
+    import json
+
+    loaded = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    return int(loaded["n"])
+
+
+async def test_law_codec_boundary_integers_beyond_64_bits_never_raise(
+    location: pegboard.Location, context: Context, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 2**80 output is kept exactly; 2**80 in metadata drops the metadata with a warning."""
+
+    @pegboard.tool(description="Big.", output={"type": "object"})
+    async def big(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(output={"n": 2**80}, metadata={"n": 2**80})
+
+    @pegboard.tool(description="Fails big.")
+    async def fails_big(input: Any, ctx: pegboard.ToolContext) -> str:
+        raise pegboard.ToolFailure("too big", metadata={"n": 2**80})
+
+    location.tools.register({"big": big, "fails_big": fails_big})
+    with caplog.at_level(logging.WARNING, logger="pegboard"):
+        done = await call(location, "big", "{}", context())
+        failed = await call(location, "fails_big", "{}", context())
+    assert isinstance(done, pegboard.Completed)
+    assert {"n": 2**80} == done.output
+    assert (pegboard.Text(f'{{"n":{2**80}}}'),) == done.content
+    assert done.metadata is None
+    assert isinstance(failed, pegboard.Failed)
+    assert failed.error.metadata is None
+    assert 2 == caplog.text.count("send integers beyond 64 bits as strings")
+
+
+async def test_law_codec_boundary_null_output_when_the_schema_allows_it(
+    location: pegboard.Location, context: Context
+) -> None:
+    """None is the null output when the schema allows null; otherwise it is no output at all."""
+
+    @pegboard.tool(description="Maybe.", output={"type": ["integer", "null"]})
+    async def maybe(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return None
+
+    @pegboard.tool(description="Never null.", output={"type": "integer"})
+    async def never(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return None
+
+    location.tools.register({"maybe": maybe, "never": never})
+    nothing = await call(location, "maybe", "{}", context())
+    refused = await call(location, "never", "{}", context())
+    assert isinstance(nothing, pegboard.Completed)
+    assert (None, (pegboard.Text("null"),)) == (nothing.output, nothing.content)
+    assert isinstance(refused, pegboard.Failed)
+    assert "declares an output but returned none" in refused.error.message
+
+
+class Untouchable(list[Any]):
+    """A list too long for the budget; iterating it is a failure of the walk."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("an oversized list was walked")
+
+
+async def test_law_per_call_rejection_oversized_mapping_is_refused_before_it_is_walked(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The walk stops once the budget is spent: what lies beyond is never read."""
+    spy = Spy()
+    location.tools.register({"write": spy.write()})
+    # The walk reads the list from its end; the set at its start is never reached.
+    beyond = {"path": [{1, 2}, "x" * 2_000_000], "content": ""}
+    refused = await call(location, "write", beyond, context())
+    huge = await call(location, "write", {"path": "p", "content": [0] * 12_500_000}, context())
+    untouched = await call(location, "write", {"path": Untouchable([0] * 2_000_000)}, context())
+    for outcome in (refused, huge, untouched):
+        assert isinstance(outcome, pegboard.Failed)
+        assert "over the 1,048,576-byte limit" in outcome.error.message
+        assert "(rule: size)" in outcome.error.message
+    assert "$.path[1] (2,000,000 characters)" in refused.error.message  # type: ignore[union-attr]
+    assert [] == spy.inputs
+
+
+class Plugin:
+    """A plugin whose execute_after hook is the function it is given."""
+
+    def __init__(self, hook: Callable[[pegboard.ExecuteEvent], Any]) -> None:
+        self.hook = hook
+
+    @pegboard.hookimpl
+    def execute_after(self, event: pegboard.ExecuteEvent) -> Any:
+        return self.hook(event)
+
+
+SECRET = "the password is hunter2"
+
+
+async def hooked(
+    host: pegboard.Host,
+    workspace: Any,
+    storage_dir: Any,
+    hook: Callable[[pegboard.ExecuteEvent], Any],
+    context: Context,
+    *,
+    calls: int = 1,
+    content: str = SECRET,
+) -> tuple[list[BaseException], list[pegboard.PluginError]]:
+    """Call a tool through a Location whose one plugin runs ``hook``; collect what was raised."""
+
+    @pegboard.tool(description="Add.", input=AddInput, output=AddOutput)
+    async def add(input: AddInput, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(output=AddOutput(3), content=content)
+
+    host.add_plugin("redact", Plugin(hook))
+    raised: list[BaseException] = []
+    async with host.location(workspace, plugins=["redact"], storage=storage_dir) as location:
+        location.tools.register({"add": add})
+        for _ in range(calls):
+            with pytest.raises(pegboard.PluginError) as caught:
+                await call(location, "add", '{"a": 1, "b": 2}', context())
+            raised.append(caught.value)
+        errors = list(location.plugin_errors)
+    return raised, errors
+
+
+def breaks(event: pegboard.ExecuteEvent) -> Any:
+    raise LookupError("the redaction rules are missing")
+
+
+def edits_in_place(event: pegboard.ExecuteEvent) -> Any:
+    event.outcome.output["total"] = "redacted"  # type: ignore[union-attr]
+
+
+def invalid_output(event: pegboard.ExecuteEvent) -> Any:
+    return pegboard.Completed({"total": "redacted"}, "redacted")
+
+
+def empty(event: pegboard.ExecuteEvent) -> Any:
+    return pegboard.Completed({"total": 3}, "")
+
+
+def wrong_type(event: pegboard.ExecuteEvent) -> Any:
+    return {"output": {"total": 3}}
+
+
+def unknown_kind(event: pegboard.ExecuteEvent) -> Any:
+    return pegboard.Failed(pegboard.ToolError("redacted", "hidden"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("hook", "message"),
+    [
+        (breaks, "execute_after raised LookupError: the redaction rules are missing"),
+        (edits_in_place, "execute_after raised TypeError: this JSON value is shared and read-only"),
+        (invalid_output, "an output its output schema refuses: $.total: expected integer"),
+        (empty, "a Completed that has no content"),
+        (wrong_type, "returned a dict for 'add'; return a pegboard.Completed"),
+        (unknown_kind, "not a pegboard.ToolError of a known kind"),
+    ],
+)
+async def test_law_per_call_rejection_a_broken_hook_fails_its_call_closed(
+    host: pegboard.Host,
+    workspace: Any,
+    storage_dir: Any,
+    context: Context,
+    hook: Callable[[pegboard.ExecuteEvent], Any],
+    message: str,
+) -> None:
+    """A hook that raises or returns a bad outcome fails its call with PluginError, recorded once.
+
+    Nothing the hook would have changed is published without it.
+    """
+    raised, errors = await hooked(host, workspace, storage_dir, hook, context, calls=2)
+    for error in raised:
+        assert ("redact", "hook") == (error.plugin, error.phase)  # type: ignore[attr-defined]
+        assert message in str(error)
+        assert SECRET not in str(error)
+    [recorded] = errors
+    assert ("redact", "hook") == (recorded.plugin, recorded.phase)
+    assert message in recorded.message
+
+
+async def test_law_per_call_rejection_a_broken_hook_leaves_no_managed_file(
+    host: pegboard.Host, workspace: Any, storage_dir: Any, context: Context
+) -> None:
+    """The output a broken redaction hook saw in managed storage is deleted with the call."""
+    seen: list[tuple[Any, ...]] = []
+
+    def sees_then_breaks(event: pegboard.ExecuteEvent) -> Any:
+        seen.append(event.managed)
+        raise LookupError("broken")
+
+    await hooked(
+        host, workspace, storage_dir, sees_then_breaks, context, content=SECRET + "\n" * 5000
+    )
+    [(path,)] = seen
+    assert not path.exists()
+    assert [] == list(storage_dir.iterdir())

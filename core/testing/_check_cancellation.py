@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -31,7 +32,7 @@ _FIX = (
 
 @attrs.define
 class _Attempt:
-    state: Literal["never awaited", "cancelled", "settled", "raised", "hung"] = "hung"
+    state: Literal["never awaited", "cancelled", "discarded", "settled", "raised", "hung"] = "hung"
     outcome: pegboard.Outcome | None = None
     error: Exception | None = None
 
@@ -52,7 +53,13 @@ async def cancellation(bench: Bench, findings: Findings) -> None:
                 findings.note(f"tool {tool!r} finished without awaiting; nothing to cancel")
                 continue
             exercised += 1
-            if attempt.state == "settled" and attempt.outcome is not None:
+            if attempt.state == "discarded":
+                findings.problem(
+                    f"tool {tool!r} was cancelled while it awaited, yet it returned a result "
+                    "(pegboard discarded it): the tool swallowed the cancellation",
+                    _FIX,
+                )
+            elif attempt.state == "settled" and attempt.outcome is not None:
                 findings.problem(
                     f"tool {tool!r} was cancelled while it awaited, yet the call settled as "
                     f"{describe_outcome(attempt.outcome)}: the tool swallowed the cancellation",
@@ -96,6 +103,20 @@ async def _cancel_one(
 
     # The permission approver and progress never answer, and worker threads are
     # held, so a tool that asks, reports or runs a thread is left awaiting.
+    with _discards(context.call_id) as discarded:
+        await _cancel(attempt, scope, finished, call)
+        if attempt.state == "cancelled" and discarded:
+            attempt.state = "discarded"  # the pipeline dropped what the tool returned
+    bench.forget(context.call_id)
+    return attempt
+
+
+async def _cancel(
+    attempt: _Attempt,
+    scope: anyio.CancelScope,
+    finished: anyio.Event,
+    call: Callable[[], Coroutine[Any, Any, None]],
+) -> None:
     async with _threads_held(), anyio.create_task_group() as group:
         group.start_soon(call)
         await anyio.wait_all_tasks_blocked()
@@ -113,8 +134,30 @@ async def _cancel_one(
                 attempt.state = "cancelled"
             else:
                 attempt.state = "settled"
-    bench.forget(context.call_id)
-    return attempt
+
+
+@contextlib.contextmanager
+def _discards(call_id: str) -> Iterator[list[str]]:
+    """Collect pegboard's warnings that it discarded the result of call ``call_id``."""
+    found: list[str] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith("discarded the result") and f"(call {call_id})" in message:
+                found.append(message)
+
+    logger = logging.getLogger("pegboard")
+    handler = Handler(logging.WARNING)
+    level = logger.level
+    logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.WARNING):
+        logger.setLevel(logging.WARNING)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 async def _wait_for_ever(progress: pegboard.Progress) -> None:

@@ -89,7 +89,9 @@ async def hooks(bench: Bench, findings: Findings) -> None:
                 )
         _prepare_contract(bench, opened, findings)
         for error in location.plugin_errors:
-            if error.plugin == bench.name and error.phase == "hook":
+            # execute_after failures are recorded too; the calls above reported them.
+            prepare = error.message.startswith("prepare_request")
+            if error.plugin == bench.name and error.phase == "hook" and prepare:
                 findings.problem(
                     f"a prepare_request hook failed: {error.message}",
                     "prepare_request only removes definitions from the list it is given, in "
