@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 
@@ -15,6 +16,35 @@ _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 _VALID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
 #: Effective names no registration may take: Code Mode's entry point.
 RESERVED = frozenset({"execute"})
+
+# What a Tools capability or a Registration acts on, kept out of the objects
+# plugins hold: their attributes reach no board (which would hold every tool
+# of the Location) and no scope. Weak both ways, so a board that holds a
+# Registration never keeps its own entry alive.
+_BOARDS: weakref.WeakKeyDictionary[object, tuple[weakref.ref[Board], weakref.ref[Scope], str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _bind(capability: object, board: Board, scope: Scope) -> None:
+    _BOARDS[capability] = (weakref.ref(board), weakref.ref(scope), scope.name)
+
+
+def _bound(capability: object) -> tuple[Board | None, Scope | None]:
+    """The board and scope ``capability`` acts on; ``None`` for what no longer exists."""
+    try:
+        board, scope, _ = _BOARDS[capability]
+    except KeyError:
+        raise RuntimeError(
+            f"this {type(capability).__name__} is a copy, not bound to a board; "
+            "use the one pegboard gave you"
+        ) from None
+    return board(), scope()
+
+
+def _scope_name(capability: object) -> str:
+    binding = _BOARDS.get(capability)
+    return "unbound" if binding is None else binding[2]
 
 
 def effective_name(name: str, namespace: str | None = None) -> str:
@@ -130,11 +160,10 @@ class Registration:
     Registration is also a context manager that closes on exit.
     """
 
-    __slots__ = ("_board", "_closed", "_scope", "names")
+    __slots__ = ("__weakref__", "_closed", "names")
 
     def __init__(self, board: Board, scope: Scope, names: Mapping[str, str]) -> None:
-        self._board = board
-        self._scope = scope
+        _bind(self, board, scope)
         self._closed = False
         self.names: Mapping[str, str] = MappingProxyType(dict(names))
 
@@ -145,9 +174,12 @@ class Registration:
     def close(self) -> None:
         if self._closed:
             return
+        board, scope = _bound(self)
         self._closed = True
-        self._board._remove(self)
-        self._scope._forget(self)
+        if board is not None:
+            board._remove(self)
+        if scope is not None:
+            scope._forget(self)
 
     def __enter__(self) -> Registration:
         return self
@@ -162,17 +194,20 @@ class Registration:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "active"
-        return f"<Registration {dict(self.names)!r} in {self._scope.name!r} ({state})>"
+        return f"<Registration {dict(self.names)!r} in {_scope_name(self)!r} ({state})>"
 
 
 class Tools:
-    """The narrow capability to register tools on one board, in one scope."""
+    """The narrow capability to register tools on one board, in one scope.
 
-    __slots__ = ("_board", "_scope")
+    It offers ``register`` and nothing else: the board and scope it acts on
+    are not among its attributes, nor among a `Registration`'s.
+    """
+
+    __slots__ = ("__weakref__",)
 
     def __init__(self, board: Board, scope: Scope) -> None:
-        self._board = board
-        self._scope = scope
+        _bind(self, board, scope)
 
     def register(self, tools: Mapping[str, Tool], *, namespace: str | None = None) -> Registration:
         """Register ``tools`` under their authored names (the mapping's keys).
@@ -181,9 +216,10 @@ class Tools:
         or two names that normalize to one raise `RegistrationError` and
         register nothing. Later changes to ``tools`` change nothing here.
         """
-        if self._scope.closed:
+        board, scope = _bound(self)
+        if board is None or scope is None or scope.closed:
             raise RegistrationError(
-                f"scope {self._scope.name!r} is closed; it can register no more tools"
+                f"scope {_scope_name(self)!r} is closed; it can register no more tools"
             )
         if not isinstance(tools, Mapping):
             raise RegistrationError(
@@ -207,10 +243,10 @@ class Tools:
                 )
             names[authored] = effective
             by_effective[effective] = value
-        registration = Registration(self._board, self._scope, names)
-        self._board._add(registration, by_effective)
-        self._scope._adopt(registration)
+        registration = Registration(board, scope, names)
+        board._add(registration, by_effective)
+        scope._adopt(registration)
         return registration
 
     def __repr__(self) -> str:
-        return f"<Tools for scope {self._scope.name!r}>"
+        return f"<Tools for scope {_scope_name(self)!r}>"

@@ -465,7 +465,7 @@ async def test_a_replacement_is_bounded_again(
         outcome = await run(location.prepare(), "base", context)
     text = outcome.content[0].text  # type: ignore[union-attr]
     assert "omitted; the full output is saved in" in text
-    assert [(), (next(storage_dir.iterdir()),)] == managed
+    assert [(), (next(location.storage.directory.iterdir()),)] == managed
 
 
 async def test_a_raising_execute_after_hook_fails_only_that_call(

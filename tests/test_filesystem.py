@@ -220,3 +220,29 @@ def test_open_directory_lists_a_folder(filesystem: pegboard.Filesystem) -> None:
             assert expected in os.listdir(descriptor)
         finally:
             os.close(descriptor)
+
+
+def test_a_write_is_on_disk_before_it_returns(
+    filesystem: pegboard.Filesystem, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_bytes fsyncs the whole new file before the rename, then the folder after it,
+    so the built-in write and edit report success only for what survives a crash."""
+    target = workspace / "sub" / "notes.txt"
+    events: list[tuple[str, int, int]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(descriptor: int) -> None:
+        info = os.fstat(descriptor)
+        events.append(("fsync", info.st_ino, info.st_size))
+        real_fsync(descriptor)
+
+    def replace(*args: object, **kwargs: object) -> None:
+        events.append(("replace", 0, 0))
+        real_replace(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    filesystem.write_bytes_sync("sub/notes.txt", b"changed\n")
+    file = ("fsync", target.stat().st_ino, len(b"changed\n"))
+    folder = ("fsync", target.parent.stat().st_ino, target.parent.stat().st_size)
+    assert [file, ("replace", 0, 0), folder] == events
