@@ -185,7 +185,9 @@ class Activation:
                 elif inspect.iscoroutinefunction(function):
                     await call_hook(impl, **arguments)
                 else:
-                    result = await _in_thread(functools.partial(call_hook, impl, **arguments))
+                    (result,) = await _in_thread(
+                        _boxed, functools.partial(call_hook, impl, **arguments)
+                    )
                     if inspect.isawaitable(result):
                         await result
         except TimeoutError as error:
@@ -299,6 +301,12 @@ class Activation:
             remaining = {id(definition) for definition in offered}
             kept = tuple(definition for definition in kept if id(definition) in remaining)
         return kept
+
+
+def _boxed(function: Callable[[], Any]) -> tuple[Any]:
+    """Call ``function``; its result in a tuple, since trio refuses a thread that returns a
+    coroutine (a plain hook may return one, to be awaited on the event loop)."""
+    return (function(),)
 
 
 def _start(generator: Generator[Any, None, None]) -> bool:
