@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
@@ -40,6 +41,12 @@ def _bound(capability: object) -> tuple[Board | None, Scope | None]:
             "use the one pegboard gave you"
         ) from None
     return board(), scope()
+
+
+def _closed(tools: object) -> RegistrationError:
+    return RegistrationError(
+        f"scope {_scope_name(tools)!r} is closed; it can register no more tools"
+    )
 
 
 def _scope_name(capability: object) -> str:
@@ -89,11 +96,15 @@ class Board:
     def __init__(self) -> None:
         self._stacks: dict[str, list[tuple[Registration, Tool]]] = {}
         self._listeners: dict[object, Callable[[], None]] = {}
+        # A sync activation hook registers from a worker thread, one that
+        # outlived its timeout even while the Location goes on.
+        self._lock = threading.Lock()
         self.version = 0
 
     def winners(self) -> dict[str, Tool]:
         """The effective tool for every name that has an active registration."""
-        return {name: stack[-1][1] for name, stack in self._stacks.items()}
+        with self._lock:
+            return {name: stack[-1][1] for name, stack in self._stacks.items()}
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after every change; return the function that stops it.
@@ -109,23 +120,25 @@ class Board:
 
         return unsubscribe
 
-    def _changed(self) -> None:
-        self.version += 1
+    def _notify(self) -> None:
+        # Outside every lock: a listener may wait for the event loop.
         for listener in tuple(self._listeners.values()):
             listener()
 
     def _add(self, registration: Registration, tools: Mapping[str, Tool]) -> None:
-        for name, tool in tools.items():
-            self._stacks.setdefault(name, []).append((registration, tool))
-        self._changed()
+        with self._lock:
+            for name, tool in tools.items():
+                self._stacks.setdefault(name, []).append((registration, tool))
+            self.version += 1
 
     def _remove(self, registration: Registration) -> None:
-        for name in registration.names.values():
-            stack = self._stacks[name]
-            stack[:] = [entry for entry in stack if entry[0] is not registration]
-            if not stack:
-                del self._stacks[name]
-        self._changed()
+        with self._lock:
+            for name in registration.names.values():
+                stack = self._stacks.get(name, [])
+                stack[:] = [entry for entry in stack if entry[0] is not registration]
+                if not stack:
+                    self._stacks.pop(name, None)
+            self.version += 1
 
 
 class Scope:
@@ -135,6 +148,8 @@ class Scope:
         self.name = name
         self._registrations: dict[Registration, None] = {}
         self._closed = False
+        # Makes "still open? then add" in register one step against close.
+        self._lock = threading.Lock()
 
     @property
     def closed(self) -> bool:
@@ -142,8 +157,10 @@ class Scope:
 
     def close(self) -> None:
         """Close every registration this scope made; idempotent."""
-        self._closed = True
-        for registration in reversed(list(self._registrations)):
+        with self._lock:
+            self._closed = True
+            registrations = list(self._registrations)
+        for registration in reversed(registrations):
             registration.close()
 
     def _adopt(self, registration: Registration) -> None:
@@ -176,10 +193,11 @@ class Registration:
             return
         board, scope = _bound(self)
         self._closed = True
-        if board is not None:
-            board._remove(self)
         if scope is not None:
             scope._forget(self)
+        if board is not None:
+            board._remove(self)
+            board._notify()
 
     def __enter__(self) -> Registration:
         return self
@@ -218,9 +236,7 @@ class Tools:
         """
         board, scope = _bound(self)
         if board is None or scope is None or scope.closed:
-            raise RegistrationError(
-                f"scope {_scope_name(self)!r} is closed; it can register no more tools"
-            )
+            raise _closed(self)
         if not isinstance(tools, Mapping):
             raise RegistrationError(
                 f"register() takes a mapping of names to tools, got {type(tools).__name__}"
@@ -244,8 +260,12 @@ class Tools:
             names[authored] = effective
             by_effective[effective] = value
         registration = Registration(board, scope, names)
-        board._add(registration, by_effective)
-        scope._adopt(registration)
+        with scope._lock:
+            if scope.closed:  # closed meanwhile, by the event loop
+                raise _closed(self)
+            board._add(registration, by_effective)
+            scope._adopt(registration)
+        board._notify()
         return registration
 
     def __repr__(self) -> str:

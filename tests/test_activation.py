@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 from reach import reaches
 
@@ -747,3 +748,37 @@ async def test_law_host_authority_untrusted_services_hold_no_trusted_reference(
         }
         with pytest.raises(pegboard.ServiceDenied):
             handed["untrusted"][3].storage  # noqa: B018 - the access is the test
+
+
+async def test_law_scoped_registration_an_abandoned_hook_registers_nothing_late(
+    workspace: Path, storage_dir: Path
+) -> None:
+    """A sync hook that outlives its timeout and then registers is refused: the Location
+    never shows a tool from a plugin whose activation failed."""
+    release, finished = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    class Late:
+        @hookimpl
+        def activate_location(self, tools: pegboard.Tools) -> None:
+            release.wait(5)
+            try:
+                tools.register(
+                    {"late": pegboard.tool(description="Late.", execute=lambda i, c: "")}
+                )
+            except pegboard.RegistrationError as error:
+                outcome.append(error)
+            finally:
+                finished.set()
+
+    host = pegboard.Host(activation_timeout=0.2)
+    host.add_plugin("late", Late())
+    try:
+        async with host.location(workspace, plugins=["late"], storage=storage_dir) as location:
+            release.set()
+            await anyio.to_thread.run_sync(finished.wait, 5)
+            assert [] == names(location)
+    finally:
+        release.set()
+    [error] = outcome
+    assert "scope 'plugin:late' is closed" in str(error)
