@@ -168,9 +168,7 @@ class Activation:
         function = impl.function
         failure: PluginError | None = None
         cause: BaseException | None = None
-        threaded = not (
-            inspect.isasyncgenfunction(function) or inspect.iscoroutinefunction(function)
-        )
+        threaded = False  # whether the timeout, if it comes, finds the hook in a thread
         try:
             with anyio.fail_after(self._timeout):
                 if inspect.isasyncgenfunction(function):
@@ -180,14 +178,18 @@ class Activation:
                 elif inspect.isgeneratorfunction(function):
                     generator = call_hook(impl, **arguments)  # runs none of the hook's code
                     plugin.teardown = generator
+                    threaded = True
                     if not await _in_thread(_start, generator):
                         raise StopIteration
+                    threaded = False
                 elif inspect.iscoroutinefunction(function):
                     await call_hook(impl, **arguments)
                 else:
+                    threaded = True
                     (result,) = await _in_thread(
                         _boxed, functools.partial(call_hook, impl, **arguments)
                     )
+                    threaded = False
                     if inspect.isawaitable(result):
                         await result
         except TimeoutError as error:
