@@ -534,7 +534,9 @@ async def main(settings: Settings, profile: bool) -> int:
             figures = await bench_calls(request, server, settings)
             figures |= await bench_prepare(snapshot, settings)
             bounding.tools.register({"emit": emitter(text)})
-            bound = await bench_bounding(bounding.prepare(), text, storage, scratch, settings)
+            bound = await bench_bounding(
+                bounding.prepare(), text, bounding.storage.directory, scratch, settings
+            )
             figures |= bound.figures
             if profile:
                 n = 10 * settings.calls_per_round

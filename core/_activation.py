@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.abc
+import anyio.to_thread
 import attrs
 import pluggy
 
@@ -17,30 +20,58 @@ from ._errors import CodecError, SchemaError
 from ._pipeline import AfterHook, ExecuteEvent
 from ._plugins import PluginError, Plugins, call_hook
 from ._registry import Board, Scope, Tools
-from ._services import LocationInfo, Services
+from ._services import BackgroundTasks, LocationInfo, Services
 from ._tool import ToolDefinition
 
 __all__ = ("Activation", "ActivePlugin")
 
 logger = logging.getLogger("pegboard")
 
+_ABANDONED = "its worker thread was abandoned and may still be running"
+
 
 @attrs.define
 class ActivePlugin:
-    """One plugin activated in one Location: its scope, teardown and hooks."""
+    """One plugin activated in one Location: its scope, tasks, teardown and hooks."""
 
     name: str
     scope: Scope
     hooks: dict[str, pluggy.HookImpl]
+    tasks: BackgroundTasks | None = None
     teardown: Generator[Any, None, None] | AsyncGenerator[Any, None] | None = None
+
+
+class _Recorder:
+    """Where plugin failures go: a list of errors, or a raise in strict mode.
+
+    Apart from the Activation so that what plugins hold to report problems
+    reaches nothing but this list.
+    """
+
+    __slots__ = ("errors", "strict")
+
+    def __init__(self, *, strict: bool) -> None:
+        self.strict = strict
+        self.errors: list[PluginError] = []
+
+    def record(self, error: PluginError, cause: BaseException | None = None) -> None:
+        if self.strict:
+            raise error from cause
+        if any(_same(error, known) for known in self.errors):
+            return  # a hook failing on every request is reported once
+        self.errors.append(error)
+        logger.warning("%s", error, exc_info=cause)
 
 
 class Activation:
     """The plugins of one Location, from activation to teardown.
 
     Failures stay contained: each is recorded in ``errors`` and logged, the
-    failed plugin's registrations are removed, and the rest keep working.
-    In strict mode the first failure is raised instead.
+    failed plugin's background tasks are cancelled and its registrations
+    removed, and the rest keep working. In strict mode the first failure is
+    raised instead. Sync hooks (plain and generator functions) run in a worker
+    thread, so one that blocks cannot stall the event loop; past the timeout
+    it is reported and its thread abandoned.
     """
 
     def __init__(
@@ -58,21 +89,29 @@ class Activation:
         self._board = board
         self._services = services
         self._timeout = timeout
-        self._strict = strict
+        self._recorder = _Recorder(strict=strict)
         self.active: list[ActivePlugin] = []
-        self.errors: list[PluginError] = []
+
+    @property
+    def errors(self) -> list[PluginError]:
+        """The failures recorded so far, in order."""
+        return self._recorder.errors
 
     def record(self, error: PluginError, cause: BaseException | None = None) -> None:
         """Record and log a plugin failure (once), or raise it in strict mode."""
-        if self._strict:
-            raise error from cause
-        if any(_same(error, known) for known in self.errors):
-            return  # a hook failing on every request is reported once
-        self.errors.append(error)
-        logger.warning("%s", error, exc_info=cause)
+        self._recorder.record(error, cause)
 
-    async def activate(self, specs: Sequence[PluginSpec], trusted: frozenset[str]) -> None:
-        """Activate ``specs`` in order, each in a fresh scope of its own."""
+    async def activate(
+        self,
+        specs: Sequence[PluginSpec],
+        trusted: frozenset[str],
+        tasks: anyio.abc.TaskGroup | None = None,
+    ) -> None:
+        """Activate ``specs`` in order, each in a fresh scope of its own.
+
+        Each plugin's background tasks run in a task group of its own inside
+        ``tasks`` (the Location's group).
+        """
         for spec in specs:
             try:
                 hooks = self._plugins.load(spec.name)
@@ -84,9 +123,18 @@ class Activation:
                 continue
             scope = Scope(f"plugin:{spec.name}")
             plugin = ActivePlugin(spec.name, scope, hooks)
-            services = Services(spec.name, trusted=spec.name in trusted, available=self._services)
             impl = hooks.get("activate_location")
             if impl is not None:
+                if tasks is not None:
+                    plugin.tasks = BackgroundTasks(spec.name, self._recorder.record)
+                    await plugin.tasks._open(tasks)
+                services = Services(
+                    spec.name,
+                    trusted=spec.name in trusted,
+                    available=self._services,
+                    tasks=plugin.tasks,
+                    record=self._recorder.record,
+                )
                 arguments = {
                     "location": self._info,
                     "tools": Tools(self._board, scope),
@@ -94,7 +142,6 @@ class Activation:
                     "services": services,
                 }
                 if not await self._run_activation(plugin, impl, arguments):
-                    scope.close()
                     continue
             self.active.append(plugin)
 
@@ -120,6 +167,7 @@ class Activation:
         function = impl.function
         failure: PluginError | None = None
         cause: BaseException | None = None
+        threaded = False  # whether the timeout, if it comes, finds the hook in a thread
         try:
             with anyio.fail_after(self._timeout):
                 if inspect.isasyncgenfunction(function):
@@ -127,17 +175,29 @@ class Activation:
                     plugin.teardown = generator
                     await generator.__anext__()
                 elif inspect.isgeneratorfunction(function):
-                    generator = call_hook(impl, **arguments)
+                    generator = call_hook(impl, **arguments)  # runs none of the hook's code
                     plugin.teardown = generator
-                    next(generator)
+                    threaded = True
+                    if not await _in_thread(_start, generator):
+                        raise StopIteration
+                    threaded = False
+                elif inspect.iscoroutinefunction(function):
+                    await call_hook(impl, **arguments)
                 else:
-                    result = call_hook(impl, **arguments)
+                    threaded = True
+                    (result,) = await _in_thread(
+                        _boxed, functools.partial(call_hook, impl, **arguments)
+                    )
+                    threaded = False
                     if inspect.isawaitable(result):
                         await result
         except TimeoutError as error:
-            failure = PluginError(
-                plugin.name, "activation", f"did not finish within {self._timeout:g} s"
-            )
+            message = f"did not finish within {self._timeout:g} s"
+            if threaded:
+                # The thread may still run the generator: it cannot be resumed to tear down.
+                plugin.teardown = None
+                message += f"; {_ABANDONED}"
+            failure = PluginError(plugin.name, "activation", message)
             cause = error
         except (StopIteration, StopAsyncIteration) as error:
             plugin.teardown = None
@@ -145,18 +205,34 @@ class Activation:
                 plugin.name, "activation", "the generator hook returned without yielding"
             )
             cause = error
-        except Exception as error:  # noqa: BLE001 - a broken plugin must not break the Location
-            failure = PluginError(plugin.name, "activation", f"{type(error).__name__}: {error}")
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - a broken plugin must not break the Location
+            failure = PluginError(plugin.name, "activation", _describe(error))
             cause = error
         if failure is None:
             return True
         try:
             self.record(failure, cause)
         finally:
-            # Undo what the failed activation did: its teardown, then its registrations.
-            await self._teardown(plugin, record=False)
-            plugin.scope.close()
+            # Undo what the failed activation did: its teardown, its background
+            # tasks, then its registrations.
+            try:
+                await self._teardown(plugin, record=False)
+                await self._stop_tasks(plugin)
+            finally:
+                plugin.scope.close()
         return False
+
+    async def _stop_tasks(self, plugin: ActivePlugin) -> None:
+        if plugin.tasks is None:
+            return
+        with anyio.move_on_after(self._timeout) as waiting:
+            await plugin.tasks._stop()
+        if waiting.cancelled_caught:
+            logger.warning(
+                "plugin %r: background tasks did not end within %g s of being cancelled",
+                plugin.name,
+                self._timeout,
+            )
 
     async def close(self) -> None:
         """Tear plugins down in reverse order; every scope closes even if one fails."""
@@ -185,17 +261,13 @@ class Activation:
                         problem = "the generator hook yielded more than once"
                         await generator.aclose()
                 else:
-                    try:
-                        next(generator)
-                    except StopIteration:
-                        pass
-                    else:
-                        problem = "the generator hook yielded more than once"
-                        generator.close()
+                    problem = await _in_thread(_finish, generator)
         except TimeoutError as error:
             problem, cause = f"teardown did not finish within {self._timeout:g} s", error
-        except Exception as error:  # noqa: BLE001 - one plugin's teardown must not stop the others
-            problem, cause = f"{type(error).__name__}: {error}", error
+            if not isinstance(generator, AsyncGenerator):
+                problem += f"; {_ABANDONED}"
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - one plugin's teardown must not stop the others
+            problem, cause = _describe(error), error
         if problem is not None and record:
             self.record(PluginError(plugin.name, "teardown", problem), cause)
 
@@ -224,12 +296,53 @@ class Activation:
             offered = list(kept)
             try:
                 call_hook(impl, location=self._info, definitions=offered, final_step=final_step)
-            except Exception as error:  # noqa: BLE001 - a broken hook must not break requests
+            except (Exception, SystemExit) as error:  # noqa: BLE001 - a broken hook must not break requests
                 self.record(PluginError(name, "hook", f"prepare_request raised {error!r}"), error)
                 continue
             remaining = {id(definition) for definition in offered}
             kept = tuple(definition for definition in kept if id(definition) in remaining)
         return kept
+
+
+def _boxed(function: Callable[[], Any]) -> tuple[Any]:
+    """Call ``function``; its result in a tuple, since trio refuses a thread that returns a
+    coroutine (a plain hook may return one, to be awaited on the event loop)."""
+    return (function(),)
+
+
+def _start(generator: Generator[Any, None, None]) -> bool:
+    """Run a sync generator hook to its yield; whether it got there.
+
+    StopIteration cannot cross from a worker thread into a coroutine.
+    """
+    try:
+        next(generator)
+    except StopIteration:
+        return False
+    return True
+
+
+def _finish(generator: Generator[Any, None, None]) -> str | None:
+    """Run a sync generator hook's teardown; say what is wrong with it, if anything."""
+    try:
+        next(generator)
+    except StopIteration:
+        return None
+    generator.close()
+    return "the generator hook yielded more than once"
+
+
+async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """Run a sync hook in a worker thread; a cancel (the timeout) abandons the thread.
+
+    Python cannot stop a thread, so one that never returns keeps running
+    until the process ends; the Location goes on without waiting for it.
+    """
+    return await anyio.to_thread.run_sync(function, *args, abandon_on_cancel=True)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def _same(one: PluginError, other: PluginError) -> bool:

@@ -27,8 +27,10 @@ class Filesystem:
     symlinks (in any component) that lead outside are refused, and so are
     device files, FIFOs and sockets. Files are opened by walking from the root
     one component at a time without following symlinks, so a symlink swapped
-    in between the check and the use is refused too. Managed output files are
-    readable (never writable) so a model can page through a retained result.
+    in between the check and the use is refused too. The ``readable``
+    directories (the Location's own area of managed storage) can be read,
+    never written, so a model can page through a retained result; nothing
+    else outside the root can, other Locations' managed files included.
     """
 
     def __init__(self, root: Path, *, readable: Sequence[Path] = ()) -> None:
@@ -150,7 +152,10 @@ class Filesystem:
         return await anyio.to_thread.run_sync(self.read_bytes_sync, path)
 
     def write_bytes_sync(self, path: str | os.PathLike[str], data: bytes) -> Path:
-        """Replace a file atomically, creating parent folders inside the Location."""
+        """Replace a file atomically and durably, creating parent folders inside the Location.
+
+        The data and the rename are flushed to disk (fsync) before this returns.
+        """
         real = self.resolve(path, write=True)
         self._make_parents(real)
         with self._walk_to_parent(real, write=True) as (parent, name):
@@ -173,8 +178,13 @@ class Filesystem:
                     if mode is not None:
                         os.fchmod(file.fileno(), mode)  # a replaced script stays executable
                     file.write(data)
+                    file.flush()
+                    # On disk before the rename, so a crash leaves the old file
+                    # or the new one, never an empty one under the old name.
+                    os.fsync(file.fileno())
                 os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
                 replaced = True
+                os.fsync(parent)  # and the rename itself, before success is reported
             finally:
                 if not replaced:
                     with contextlib.suppress(OSError):

@@ -91,7 +91,8 @@ class Host:
         ``trusted`` names the plugins that may use trusted services (``builtin``
         always may). ``limits`` bound each call's model content (default: the
         config file's ``[tool_output]``, else `OutputLimits()`), ``storage`` is
-        where oversized output is retained, ``max_input_bytes`` bounds each
+        where oversized output is retained (each Location in an area of its
+        own, ``location.storage.directory``), ``max_input_bytes`` bounds each
         call's raw input. ``permissions`` is the ordered rule list
         (``{"action", "resource", "effect"}``) and ``approver`` the async
         callable asked when a rule says ``ask``. Closing tears plugins down in
@@ -107,6 +108,8 @@ class Host:
             limits = _limits(config, resolved)
         if not isinstance(storage, ManagedStorage):
             storage = ManagedStorage(storage)
+        # Each Location keeps, sees and prunes only its own area of the storage.
+        storage = storage.for_location(resolved)
         await storage.prune()
         try:
             rules = Permissions(
@@ -122,22 +125,20 @@ class Host:
             filesystem=filesystem,
             permissions=rules,
         )
-        services: dict[str, Any] = {"filesystem": filesystem, "permissions": rules}
         activation = Activation(
             self._plugins,
             LocationInfo(resolved),
             location._board,
-            services=services,
+            services={"filesystem": filesystem, "permissions": rules, "storage": storage},
             timeout=self.activation_timeout,
             strict=self.strict,
         )
         raised: BaseException | None = None
-        # Plugins' background tasks (services.tasks) live in this group, from
-        # activation until every plugin's teardown has run.
+        # Plugins' background tasks (services.tasks) live in this group, each
+        # plugin's in a group of its own, until every plugin's teardown has run.
         async with anyio.create_task_group() as tasks:
-            services.update(tasks=tasks, record=activation.record)
             try:
-                await activation.activate(specs, frozenset(trusted) | {BUILTIN})
+                await activation.activate(specs, frozenset(trusted) | {BUILTIN}, tasks)
                 location._attach(activation)
                 yield location
             except BaseException as error:  # noqa: BLE001 - re-raised below, unwrapped

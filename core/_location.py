@@ -115,6 +115,11 @@ class Location:
 
     @property
     def storage(self) -> ManagedStorage:
+        """This Location's own area of managed storage (``storage.directory``).
+
+        It holds the files oversized results name; only this Location (and a
+        later one at the same root) can read them.
+        """
         return self._pipeline.storage
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any, Literal
@@ -173,7 +174,9 @@ class Plugins:
     def _register(self, entry: _Entry) -> None:
         try:
             plugin = entry.load()
-        except Exception as error:
+        except (Exception, SystemExit) as error:
+            # SystemExit too: a plugin that calls sys.exit() on import fails
+            # alone. KeyboardInterrupt is the user's, so it propagates.
             raise PluginError(entry.name, "import", _describe(error)) from error
         if plugin is None:
             raise PluginError(entry.name, "import", "the entry point names None")
@@ -186,16 +189,31 @@ class Plugins:
             impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
             problem = None
             if caller.name not in _HOOKS:
-                problem = f"it implements {caller.name!r}, which is not a pegboard hook"
+                problem = (
+                    f"it implements {caller.name!r}, which is not a pegboard hook; "
+                    f"known hooks: {', '.join(_HOOKS)}"
+                )
             elif impl.hookwrapper or impl.wrapper:
                 problem = f"its {caller.name!r} is a wrapper; pegboard hooks run in plugin order"
+            elif caller.name == "prepare_request" and _not_plain(impl.function):
+                problem = (
+                    "its 'prepare_request' is a coroutine or generator function, but "
+                    "location.prepare() is synchronous and would never run it; make it a "
+                    "plain function (def, not async def, no yield)"
+                )
             if problem is not None:
                 self._manager.unregister(plugin)
-                raise PluginError(
-                    entry.name, "import", f"{problem}; known hooks: {', '.join(_HOOKS)}"
-                )
+                raise PluginError(entry.name, "import", problem)
             hooks[caller.name] = impl
         entry.plugin, entry.hooks = plugin, hooks
+
+
+def _not_plain(function: Callable[..., object]) -> bool:
+    return (
+        inspect.iscoroutinefunction(function)
+        or inspect.isasyncgenfunction(function)
+        or inspect.isgeneratorfunction(function)
+    )
 
 
 def _importer(module: str) -> Callable[[], object]:

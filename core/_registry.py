@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 
@@ -15,6 +17,41 @@ _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 _VALID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
 #: Effective names no registration may take: Code Mode's entry point.
 RESERVED = frozenset({"execute"})
+
+# What a Tools capability or a Registration acts on, kept out of the objects
+# plugins hold: their attributes reach no board (which would hold every tool
+# of the Location) and no scope. Weak both ways, so a board that holds a
+# Registration never keeps its own entry alive.
+_BOARDS: weakref.WeakKeyDictionary[object, tuple[weakref.ref[Board], weakref.ref[Scope], str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _bind(capability: object, board: Board, scope: Scope) -> None:
+    _BOARDS[capability] = (weakref.ref(board), weakref.ref(scope), scope.name)
+
+
+def _bound(capability: object) -> tuple[Board | None, Scope | None]:
+    """The board and scope ``capability`` acts on; ``None`` for what no longer exists."""
+    try:
+        board, scope, _ = _BOARDS[capability]
+    except KeyError:
+        raise RuntimeError(
+            f"this {type(capability).__name__} is a copy, not bound to a board; "
+            "use the one pegboard gave you"
+        ) from None
+    return board(), scope()
+
+
+def _closed(tools: object) -> RegistrationError:
+    return RegistrationError(
+        f"scope {_scope_name(tools)!r} is closed; it can register no more tools"
+    )
+
+
+def _scope_name(capability: object) -> str:
+    binding = _BOARDS.get(capability)
+    return "unbound" if binding is None else binding[2]
 
 
 def effective_name(name: str, namespace: str | None = None) -> str:
@@ -59,11 +96,15 @@ class Board:
     def __init__(self) -> None:
         self._stacks: dict[str, list[tuple[Registration, Tool]]] = {}
         self._listeners: dict[object, Callable[[], None]] = {}
+        # A sync activation hook registers from a worker thread, one that
+        # outlived its timeout even while the Location goes on.
+        self._lock = threading.Lock()
         self.version = 0
 
     def winners(self) -> dict[str, Tool]:
         """The effective tool for every name that has an active registration."""
-        return {name: stack[-1][1] for name, stack in self._stacks.items()}
+        with self._lock:
+            return {name: stack[-1][1] for name, stack in self._stacks.items()}
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after every change; return the function that stops it.
@@ -79,23 +120,25 @@ class Board:
 
         return unsubscribe
 
-    def _changed(self) -> None:
-        self.version += 1
+    def _notify(self) -> None:
+        # Outside every lock: a listener may wait for the event loop.
         for listener in tuple(self._listeners.values()):
             listener()
 
     def _add(self, registration: Registration, tools: Mapping[str, Tool]) -> None:
-        for name, tool in tools.items():
-            self._stacks.setdefault(name, []).append((registration, tool))
-        self._changed()
+        with self._lock:
+            for name, tool in tools.items():
+                self._stacks.setdefault(name, []).append((registration, tool))
+            self.version += 1
 
     def _remove(self, registration: Registration) -> None:
-        for name in registration.names.values():
-            stack = self._stacks[name]
-            stack[:] = [entry for entry in stack if entry[0] is not registration]
-            if not stack:
-                del self._stacks[name]
-        self._changed()
+        with self._lock:
+            for name in registration.names.values():
+                stack = self._stacks.get(name, [])
+                stack[:] = [entry for entry in stack if entry[0] is not registration]
+                if not stack:
+                    self._stacks.pop(name, None)
+            self.version += 1
 
 
 class Scope:
@@ -105,6 +148,8 @@ class Scope:
         self.name = name
         self._registrations: dict[Registration, None] = {}
         self._closed = False
+        # Makes "still open? then add" in register one step against close.
+        self._lock = threading.Lock()
 
     @property
     def closed(self) -> bool:
@@ -112,8 +157,10 @@ class Scope:
 
     def close(self) -> None:
         """Close every registration this scope made; idempotent."""
-        self._closed = True
-        for registration in reversed(list(self._registrations)):
+        with self._lock:
+            self._closed = True
+            registrations = list(self._registrations)
+        for registration in reversed(registrations):
             registration.close()
 
     def _adopt(self, registration: Registration) -> None:
@@ -130,11 +177,10 @@ class Registration:
     Registration is also a context manager that closes on exit.
     """
 
-    __slots__ = ("_board", "_closed", "_scope", "names")
+    __slots__ = ("__weakref__", "_closed", "names")
 
     def __init__(self, board: Board, scope: Scope, names: Mapping[str, str]) -> None:
-        self._board = board
-        self._scope = scope
+        _bind(self, board, scope)
         self._closed = False
         self.names: Mapping[str, str] = MappingProxyType(dict(names))
 
@@ -145,9 +191,13 @@ class Registration:
     def close(self) -> None:
         if self._closed:
             return
+        board, scope = _bound(self)
         self._closed = True
-        self._board._remove(self)
-        self._scope._forget(self)
+        if scope is not None:
+            scope._forget(self)
+        if board is not None:
+            board._remove(self)
+            board._notify()
 
     def __enter__(self) -> Registration:
         return self
@@ -162,17 +212,20 @@ class Registration:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "active"
-        return f"<Registration {dict(self.names)!r} in {self._scope.name!r} ({state})>"
+        return f"<Registration {dict(self.names)!r} in {_scope_name(self)!r} ({state})>"
 
 
 class Tools:
-    """The narrow capability to register tools on one board, in one scope."""
+    """The narrow capability to register tools on one board, in one scope.
 
-    __slots__ = ("_board", "_scope")
+    It offers ``register`` and nothing else: the board and scope it acts on
+    are not among its attributes, nor among a `Registration`'s.
+    """
+
+    __slots__ = ("__weakref__",)
 
     def __init__(self, board: Board, scope: Scope) -> None:
-        self._board = board
-        self._scope = scope
+        _bind(self, board, scope)
 
     def register(self, tools: Mapping[str, Tool], *, namespace: str | None = None) -> Registration:
         """Register ``tools`` under their authored names (the mapping's keys).
@@ -181,10 +234,9 @@ class Tools:
         or two names that normalize to one raise `RegistrationError` and
         register nothing. Later changes to ``tools`` change nothing here.
         """
-        if self._scope.closed:
-            raise RegistrationError(
-                f"scope {self._scope.name!r} is closed; it can register no more tools"
-            )
+        board, scope = _bound(self)
+        if board is None or scope is None or scope.closed:
+            raise _closed(self)
         if not isinstance(tools, Mapping):
             raise RegistrationError(
                 f"register() takes a mapping of names to tools, got {type(tools).__name__}"
@@ -207,10 +259,14 @@ class Tools:
                 )
             names[authored] = effective
             by_effective[effective] = value
-        registration = Registration(self._board, self._scope, names)
-        self._board._add(registration, by_effective)
-        self._scope._adopt(registration)
+        registration = Registration(board, scope, names)
+        with scope._lock:
+            if scope.closed:  # closed meanwhile, by the event loop
+                raise _closed(self)
+            board._add(registration, by_effective)
+            scope._adopt(registration)
+        board._notify()
         return registration
 
     def __repr__(self) -> str:
-        return f"<Tools for scope {self._scope.name!r}>"
+        return f"<Tools for scope {_scope_name(self)!r}>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import logging
 import os
 import re
@@ -20,7 +21,9 @@ __all__ = ("ManagedStorage", "default_storage_directory")
 logger = logging.getLogger("pegboard")
 
 _PREFIX = "tool-output-"
-# Names carry a timestamp and a random token, nothing a tool or call can steer.
+_STAMP = "%Y%m%dT%H%M%S"
+# Names carry a UTC timestamp and a random token, nothing a tool or call can
+# steer; pruning reads the age from the name, so it never stats a file.
 _NAME = re.compile(r"tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt\Z")
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
@@ -52,12 +55,21 @@ def _positive(_: object, attribute: attrs.Attribute[datetime.timedelta], value: 
         raise ValueError(f"{attribute.name} must be a positive datetime.timedelta, got {value!r}")
 
 
+def location_area(root: Path) -> str:
+    """The name of the folder that holds one Location's managed files: a digest of its root."""
+    return hashlib.sha256(os.fsencode(root)).hexdigest()[:32]
+
+
 @attrs.frozen
 class ManagedStorage:
     """A directory of retained output files, owner-only, pruned after ``retention``.
 
     Files are created exclusively (never following a planted symlink) with mode
-    0600 in a directory kept at mode 0700.
+    0600 in a directory kept at mode 0700, and flushed to disk (fsync) before
+    ``save`` returns. Each file's name carries its UTC creation time, which is
+    what ``prune`` reads. ``host.location()`` gives every Location its own
+    area, ``storage.for_location(root)``: a sub-folder named by a digest of the
+    Location's root.
     """
 
     directory: Path = attrs.field(default=None, converter=_as_path, validator=_nameable)
@@ -65,12 +77,24 @@ class ManagedStorage:
         default=datetime.timedelta(days=7), validator=_positive
     )
 
+    def for_location(self, root: str | os.PathLike[str]) -> ManagedStorage:
+        """The same storage narrowed to the area of the Location at ``root`` (a real path).
+
+        The same root always maps to the same area, so a Location opened again
+        finds the files it retained before; different roots never share one.
+        """
+        return attrs.evolve(self, directory=self.directory / location_area(Path(root)))
+
     async def save(self, data: bytes) -> Path:
         """Write ``data`` to a new file and return its path; `RetentionError` if not whole."""
         return await anyio.to_thread.run_sync(self.save_sync, data)
 
     async def prune(self) -> int:
-        """Delete retained files older than ``retention``; return how many went."""
+        """Delete this directory's retained files older than ``retention``; return how many went.
+
+        The age is the timestamp in each file's name. Nothing else is touched:
+        not other names, not symlinks, not sub-folders (other Locations' areas).
+        """
         return await anyio.to_thread.run_sync(self._prune, time.time())
 
     def _ensure_directory(self) -> None:
@@ -90,45 +114,79 @@ class ManagedStorage:
         if stat.S_IMODE(info.st_mode) & 0o077:
             self.directory.chmod(0o700)
 
-    def save_sync(self, data: bytes) -> Path:
-        """`save`, blocking: for code already running in a worker thread."""
+    def create_sync(self) -> tuple[int, Path]:
+        """Create a new, empty managed file; return its open descriptor (write-only) and path.
+
+        For a trusted plugin that streams output into managed storage (the
+        bash tool's spool): the file is pruned and readable like any other.
+        The caller writes and closes the descriptor; `RetentionError` if the
+        file cannot be created.
+        """
         self._ensure_directory()
         import secrets  # deferred like every cost a host may never pay
 
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        stamp = time.strftime(_STAMP, time.gmtime())
         path = self.directory / f"{_PREFIX}{stamp}-{secrets.token_hex(8)}.txt"
         try:
-            descriptor = os.open(path, _FLAGS, 0o600)
+            return os.open(path, _FLAGS, 0o600), path
         except OSError as error:
             raise RetentionError(
-                f"cannot create {path} to retain {len(data):,} bytes of tool output: "
-                f"{error.strerror}"
+                f"cannot create {path} in managed storage: {error.strerror}"
             ) from error
+
+    def save_sync(self, data: bytes) -> Path:
+        """`save`, blocking: for code already running in a worker thread."""
+        descriptor, path = self.create_sync()
         try:
             with os.fdopen(descriptor, "wb") as file:
                 file.write(data)
+                file.flush()
+                # A preview that names the file is a promise the file holds it all.
+                os.fsync(file.fileno())
+            _sync_directory(self.directory)
         except OSError as error:
             path.unlink(missing_ok=True)  # never leave a half-written file behind
             raise RetentionError(
                 f"cannot retain {len(data):,} bytes of tool output in {path}: {error.strerror}"
             ) from error
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         return path
 
     def _prune(self, now: float) -> int:
-        cutoff = now - self.retention.total_seconds()
+        cutoff = time.strftime(_STAMP, time.gmtime(now - self.retention.total_seconds()))
         removed = 0
         try:
-            entries = list(os.scandir(self.directory))
+            entries = os.scandir(self.directory)
         except FileNotFoundError:
             return 0
         except OSError as error:
             # Pruning is housekeeping; a save will report the real problem.
             logger.warning("cannot prune managed storage %s: %s", self.directory, error)
             return 0
-        for entry in entries:
-            if not _NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):
-                continue
-            if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                Path(entry.path).unlink(missing_ok=True)
-                removed += 1
+        start, end = len(_PREFIX), len(_PREFIX) + len(cutoff)
+        with entries:
+            for entry in entries:
+                name = entry.name
+                # Timestamps of one fixed width compare as strings, so a current
+                # file costs one slice; is_file without following links needs no
+                # stat where the OS reports the type.
+                if name[start:end] >= cutoff or not _NAME.match(name):
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    try:
+                        os.unlink(entry.path)
+                    except FileNotFoundError:
+                        continue  # pruned meanwhile by the same Location opened elsewhere
+                    removed += 1
         return removed
+
+
+def _sync_directory(directory: Path) -> None:
+    """Flush a directory's entries, so a new file's name survives a crash too."""
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -47,15 +47,16 @@ def activate_location(
     :param options: the plugin's options from the host or ``pegboard.toml``,
         already validated against the plugin's ``options_schema`` if it has one.
     :param services: the Location's services; only plugins the host trusts see
-        the trusted ones (``filesystem``, ``permissions``); every plugin may
-        start background ``tasks`` and ``report`` problems.
+        the trusted ones (``filesystem``, ``permissions``, ``storage``); every
+        plugin may start background ``tasks`` and ``report`` problems.
 
     May be a plain function, a coroutine function, or a generator or async
     generator function that yields exactly once: the code after its ``yield``
-    runs when the Location closes (or the activation is undone). The host
-    ignores the return value. A hook that raises or exceeds the activation
-    timeout is recorded in ``location.plugin_errors`` and whatever it
-    registered is removed.
+    runs when the Location closes (or the activation is undone). Plain and
+    generator functions run in a worker thread. The host ignores the return
+    value. A hook that raises or exceeds the activation timeout is recorded in
+    ``location.plugin_errors``; its background tasks are cancelled and
+    whatever it registered is removed.
     """
 
 
@@ -89,5 +90,6 @@ def prepare_request(
     The host ignores the return value. Calls to a withdrawn name fail with
     kind ``unavailable``; additions to the list are ignored. A hook that raises
     is recorded in ``location.plugin_errors`` and its changes are discarded.
-    Must be a plain function: preparing a request does no I/O.
+    Must be a plain function: preparing a request does no I/O, and a plugin
+    whose ``prepare_request`` is a coroutine or generator function fails to load.
     """

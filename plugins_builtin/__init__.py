@@ -2,14 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import shutil
-import tempfile
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import anyio.to_thread
-
 import pegboard
 
 from ._files import Files
@@ -20,29 +12,19 @@ __all__ = ("activate_location",)
 
 
 @pegboard.hookimpl
-async def activate_location(
-    tools: pegboard.Tools, services: pegboard.Services
-) -> AsyncIterator[None]:
+async def activate_location(tools: pegboard.Tools, services: pegboard.Services) -> None:
     """Register read, write, edit, glob, grep and bash, capturing the trusted services.
 
-    The bash tool spools long output to a private temporary folder, readable
-    through the filesystem service while the Location is open and removed
-    when it closes.
+    The bash tool spools long output into the Location's managed storage, so
+    a spool file is kept, readable and pruned exactly like retained output.
     """
     filesystem: pegboard.Filesystem = services.filesystem
     permissions: pegboard.Permissions = services.permissions
-    spool = Path(
-        await anyio.to_thread.run_sync(functools.partial(tempfile.mkdtemp, prefix="pegboard-bash-"))
+    storage: pegboard.ManagedStorage = services.storage
+    tools.register(
+        {
+            **Files(filesystem, permissions).tools(),
+            **Search(filesystem, permissions).tools(),
+            **Shell(filesystem, permissions, storage.directory).tools(),
+        }
     )
-    try:
-        with filesystem.readable(spool) as spool_dir:
-            tools.register(
-                {
-                    **Files(filesystem, permissions).tools(),
-                    **Search(filesystem, permissions).tools(),
-                    **Shell(filesystem, permissions, spool_dir).tools(),
-                }
-            )
-            yield
-    finally:
-        await anyio.to_thread.run_sync(shutil.rmtree, spool, True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import tempfile
 import threading
 from pathlib import Path
+
+import pegboard
 
 __all__ = ("Capture",)
 
@@ -17,8 +18,10 @@ class Capture:
 
     Memory stays bounded whatever the stream's size. Once the stream outgrows
     what memory keeps, everything (from its first byte) is also written to a
-    new file in ``spool_dir``, up to ``spool_bytes``. What neither memory nor
-    the spool holds is lost, and `lost` says exactly how many bytes that is.
+    new managed file in ``spool_dir`` (a `pegboard.ManagedStorage` directory,
+    so the file is kept and pruned like retained output), up to
+    ``spool_bytes``. What neither memory nor the spool holds is lost, and
+    `lost` says exactly how many bytes that is.
 
     `feed` blocks on the spool's writes, so it runs in a worker thread; the
     properties may be read from another thread meanwhile.
@@ -126,13 +129,9 @@ class Capture:
 
     def _open_spool(self) -> None:
         try:
-            self._file, name = tempfile.mkstemp(
-                prefix="output-", suffix=".txt", dir=self._spool_dir
-            )
-        except OSError as error:
-            self.spool_error = f"the spool file could not be created: {error.strerror}"
-            return
-        self.spool = Path(name)
+            self._file, self.spool = pegboard.ManagedStorage(self._spool_dir).create_sync()
+        except pegboard.RetentionError as error:
+            self.spool_error = f"the spool file could not be created: {error}"
 
     def _write(self, *chunks: bytes | bytearray) -> None:
         assert self._file is not None

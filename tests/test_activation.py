@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
+from reach import reaches
 
 import pegboard
 from pegboard import hookimpl
+from pegboard._registry import Board, Scope
 
 pytestmark = pytest.mark.anyio
 
@@ -465,7 +469,7 @@ async def test_a_replacement_is_bounded_again(
         outcome = await run(location.prepare(), "base", context)
     text = outcome.content[0].text  # type: ignore[union-attr]
     assert "omitted; the full output is saved in" in text
-    assert [(), (next(storage_dir.iterdir()),)] == managed
+    assert [(), (next(location.storage.directory.iterdir()),)] == managed
 
 
 async def test_a_raising_execute_after_hook_fails_only_that_call(
@@ -552,3 +556,232 @@ async def test_a_raising_prepare_hook_is_recorded_and_ignored(
         assert ["open"] == names(location)
         assert ["open"] == names(location)
         assert [("broken", "hook")] == [(e.plugin, e.phase) for e in location.plugin_errors]
+
+
+# Sync hooks that block, plugins that exit, and what a failed activation leaves
+
+
+class Blocks:
+    """Sync hooks that block their thread until released (at most 5 s), as time.sleep would."""
+
+    def __init__(self, *, in_teardown: bool) -> None:
+        self.release = threading.Event()
+        self.in_teardown = in_teardown
+
+    @hookimpl
+    def activate_location(self, tools: pegboard.Tools) -> Iterator[None]:
+        if not self.in_teardown:
+            self.release.wait(5)
+        yield
+        if self.in_teardown:
+            self.release.wait(5)
+
+
+async def ticking(ticks: list[float]) -> None:
+    """Count the event loop's turns: a blocked loop stops counting."""
+    while True:
+        ticks.append(anyio.current_time())
+        await anyio.sleep(0.01)
+
+
+@pytest.mark.parametrize("in_teardown", [False, True], ids=["activation", "teardown"])
+async def test_a_blocking_sync_hook_is_abandoned_without_blocking_the_event_loop(
+    workspace: Path, storage_dir: Path, in_teardown: bool
+) -> None:
+    """A plain or generator hook runs in a worker thread: past the activation timeout it is
+    recorded and abandoned, and the event loop kept running all along."""
+    host = pegboard.Host(activation_timeout=0.3)
+    blocks = Blocks(in_teardown=in_teardown)
+    host.add_plugin("blocks", blocks)
+    ticks: list[float] = []
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(ticking, ticks)
+            started = anyio.current_time()
+            async with host.location(workspace, plugins=["blocks"], storage=storage_dir) as loc:
+                pass
+            elapsed = anyio.current_time() - started
+            group.cancel_scope.cancel()
+    finally:
+        blocks.release.set()
+    phase = "teardown" if in_teardown else "activation"
+    [error] = loc.plugin_errors
+    assert ("blocks", phase) == (error.plugin, error.phase)
+    assert "did not finish within 0.3 s" in error.message
+    assert "worker thread was abandoned" in error.message
+    assert elapsed < 4  # the hook alone would have blocked for 5 s
+    assert len(ticks) >= 10  # ~30 turns in 0.3 s; a blocked loop gets 1 or 2
+
+
+async def test_a_plugin_that_exits_in_activation_is_recorded_and_harmless(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """SystemExit from an activation hook, sync or async, fails that plugin alone."""
+    events: list[str] = []
+
+    class ExitsInThread:
+        @hookimpl
+        def activate_location(self) -> None:
+            raise SystemExit(3)
+
+    class ExitsOnLoop:
+        @hookimpl
+        async def activate_location(self) -> None:
+            raise SystemExit("bye")
+
+    host.add_plugin("thread", ExitsInThread())
+    host.add_plugin("loop", ExitsOnLoop())
+    host.add_plugin("good", Recording("good", events))
+    enabled = ["thread", "loop", "good"]
+    async with host.location(workspace, plugins=enabled, storage=storage_dir) as location:
+        assert [
+            ("thread", "activation", "SystemExit: 3"),
+            ("loop", "activation", "SystemExit: bye"),
+        ] == [(e.plugin, e.phase, e.message) for e in location.plugin_errors]
+        assert ["good"] == names(location)
+
+
+class StartsThenFails:
+    """Registers a tool and starts background work, then fails its activation."""
+
+    def __init__(self, *, sync: bool) -> None:
+        self.sync = sync
+        self.events: list[str] = []
+
+    async def work(self) -> None:
+        self.events.append("working")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.events.append("cancelled")
+
+    def start(self, tools: pegboard.Tools, services: pegboard.Services) -> None:
+        tools.register({"half": pegboard.tool(description="Half.", execute=lambda i, c: "x")})
+        services.tasks.start_soon(self.work)
+        raise RuntimeError("configuration is missing")
+
+    @hookimpl
+    def activate_location(self, tools: pegboard.Tools, services: pegboard.Services) -> Any:
+        if self.sync:
+            return self.start(tools, services)
+
+        async def activate() -> None:
+            await anyio.wait_all_tasks_blocked()  # the task is running now
+            self.start(tools, services)
+
+        return activate()
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+async def test_a_failed_activation_cancels_its_tasks_and_withdraws_its_tools(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, sync: bool
+) -> None:
+    """When activation fails, the plugin's background tasks end and its tools go, before the
+    Location is handed out; its later attempts to start tasks are refused."""
+    plugin = StartsThenFails(sync=sync)
+    host.add_plugin("half", plugin)
+    async with host.location(workspace, plugins=["half"], storage=storage_dir) as location:
+        [error] = location.plugin_errors
+        assert ("half", "activation") == (error.plugin, error.phase)
+        assert [] == names(location)
+        # A sync hook's task may be cancelled before it ever ran; an async one's was running.
+        expected = [["working", "cancelled"]] + ([[]] if sync else [])
+        assert plugin.events in expected
+        await anyio.wait_all_tasks_blocked()
+        assert plugin.events in expected
+
+
+async def test_tasks_of_a_plugin_that_failed_are_refused(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A failed plugin that kept its services cannot start background work later."""
+    kept: list[pegboard.Services] = []
+
+    class Keeps:
+        @hookimpl
+        async def activate_location(self, services: pegboard.Services) -> None:
+            kept.append(services)
+            raise RuntimeError("broken")
+
+    async def work() -> None:
+        raise AssertionError("never runs")
+
+    host.add_plugin("keeps", Keeps())
+    async with host.location(workspace, plugins=["keeps"], storage=storage_dir):
+        with pytest.raises(RuntimeError, match="can start no background task"):
+            kept[0].tasks.start_soon(work)
+
+
+# What an untrusted plugin holds
+
+
+async def test_law_host_authority_untrusted_services_hold_no_trusted_reference(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Nothing an untrusted plugin is handed (services, tools, options, location info, what
+    register returns) reaches a trusted service or a board through attributes, closures,
+    bound methods or containers; a trusted plugin's view does reach them (the walk works)."""
+    handed: dict[str, tuple[Any, ...]] = {}
+
+    class Probe:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @hookimpl
+        async def activate_location(
+            self,
+            location: pegboard.LocationInfo,
+            tools: pegboard.Tools,
+            options: dict[str, Any],
+            services: pegboard.Services,
+        ) -> None:
+            registration = tools.register({self.name: await constant(self.name)})
+            handed[self.name] = (location, tools, options, services, registration)
+
+    host.add_plugin("trusted", Probe("trusted"))
+    host.add_plugin("untrusted", Probe("untrusted"))
+    enabled = ["builtin", "trusted", "untrusted"]
+    async with host.location(
+        workspace, plugins=enabled, trusted=["trusted"], storage=storage_dir
+    ) as location:
+        secrets = (location.filesystem, location.permissions, location.storage)
+        assert [] == reaches(handed["untrusted"], *secrets, Board, Scope)
+        assert {id(s) for s in secrets} <= {
+            id(found) for found in reaches(handed["trusted"], *secrets)
+        }
+        with pytest.raises(pegboard.ServiceDenied):
+            handed["untrusted"][3].storage  # noqa: B018 - the access is the test
+
+
+async def test_law_scoped_registration_an_abandoned_hook_registers_nothing_late(
+    workspace: Path, storage_dir: Path
+) -> None:
+    """A sync hook that outlives its timeout and then registers is refused: the Location
+    never shows a tool from a plugin whose activation failed."""
+    release, finished = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    class Late:
+        @hookimpl
+        def activate_location(self, tools: pegboard.Tools) -> None:
+            release.wait(5)
+            try:
+                tools.register(
+                    {"late": pegboard.tool(description="Late.", execute=lambda i, c: "")}
+                )
+            except pegboard.RegistrationError as error:
+                outcome.append(error)
+            finally:
+                finished.set()
+
+    host = pegboard.Host(activation_timeout=0.2)
+    host.add_plugin("late", Late())
+    try:
+        async with host.location(workspace, plugins=["late"], storage=storage_dir) as location:
+            release.set()
+            await anyio.to_thread.run_sync(finished.wait, 5)
+            assert [] == names(location)
+    finally:
+        release.set()
+    [error] = outcome
+    assert "scope 'plugin:late' is closed" in str(error)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
-import errno
 import os
 import re
-import stat
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
+import anyio.to_thread
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -66,6 +62,11 @@ def check_preview(preview: str, original: str, limits: pegboard.OutputLimits, pa
 
 def listing(directory: Path) -> list[str]:
     return sorted(os.listdir(directory)) if directory.exists() else []
+
+
+def area(storage: Path, root: Path) -> Path:
+    """The managed-storage area of the Location at ``root``."""
+    return pegboard.ManagedStorage(storage).for_location(root.resolve()).directory
 
 
 def echo_tool(content: object) -> pegboard.Tool:
@@ -206,187 +207,6 @@ async def test_preview_shows_the_first_and_last_lines(tmp_path: Path) -> None:
     assert len(shown) <= 2000
 
 
-# Managed storage
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-async def test_saved_files_are_owner_only(storage_dir: Path) -> None:
-    """A retained file has mode 0600, in a directory of mode 0700."""
-    path = await pegboard.ManagedStorage(storage_dir).save(b"whole output")
-    assert storage_dir == path.parent
-    assert b"whole output" == await anyio.Path(path).read_bytes()
-    assert 0o600 == mode(path)
-    assert 0o700 == mode(storage_dir)
-
-
-async def test_an_open_storage_directory_is_made_private(storage_dir: Path) -> None:
-    """A pre-existing 0755 storage directory becomes 0700 before anything is saved in it."""
-    await anyio.Path(storage_dir).mkdir()
-    await anyio.Path(storage_dir).chmod(0o755)
-    await pegboard.ManagedStorage(storage_dir).save(b"whole output")
-    assert 0o700 == mode(storage_dir)
-
-
-async def test_file_names_carry_no_caller_text(
-    host: pegboard.Host,
-    workspace: Path,
-    storage_dir: Path,
-    context: Callable[..., pegboard.ToolContext],
-) -> None:
-    """No tool name, call ID or content finds its way into a retained file's name."""
-    runner = context(
-        "call-QQQ", session_id="session-QQQ", agent="agent-QQQ", message_id="message-QQQ"
-    )
-    text = "\n".join(["../../etc/passwd QQQ"] * 50)
-    async with host.location(workspace, plugins=[], limits=SMALL, storage=storage_dir) as location:
-        location.tools.register({"leaky": echo_tool(text)}, namespace="QQQ")
-        await location.prepare().execute(pegboard.ToolCall("QQQ_leaky", "{}", runner))
-    (name,) = listing(storage_dir)
-    assert MANAGED_NAME.fullmatch(name)
-    assert "QQQ" not in name
-    assert "leaky" not in name
-
-
-async def test_unwritable_storage_fails_the_call_with_retention_error(
-    host: pegboard.Host,
-    workspace: Path,
-    storage_dir: Path,
-    context: Callable[..., pegboard.ToolContext],
-) -> None:
-    """When the storage directory cannot be made, the call raises RetentionError."""
-    blocker = anyio.Path(storage_dir)
-    async with host.location(workspace, plugins=[], limits=SMALL, storage=storage_dir) as location:
-        await blocker.write_bytes(b"not a directory")
-        location.tools.register({"big": echo_tool("x\n" * 100)})
-        with pytest.raises(pegboard.RetentionError, match=re.escape(str(storage_dir))):
-            await location.prepare().execute(pegboard.ToolCall("big", "{}", context()))
-    assert b"not a directory" == await blocker.read_bytes()
-
-
-async def test_storage_inside_a_regular_file_fails_the_call_with_retention_error(
-    host: pegboard.Host,
-    workspace: Path,
-    tmp_path: Path,
-    context: Callable[..., pegboard.ToolContext],
-) -> None:
-    """A storage path inside a regular file fails only the oversized call, as RetentionError."""
-    blocker = anyio.Path(tmp_path / "blocker")
-    await blocker.write_bytes(b"a regular file")
-    with pytest.raises(pegboard.RetentionError):
-        await run_once(
-            host, workspace, echo_tool("x\n" * 100), context(), limits=SMALL, storage=blocker / "x"
-        )
-    assert b"a regular file" == await blocker.read_bytes()
-
-
-class DiskFull:
-    """A file that writes half of what it is given, then runs out of space."""
-
-    def __init__(self, file: Any) -> None:
-        self._file = file
-
-    def __enter__(self) -> DiskFull:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._file.close()
-
-    def write(self, data: bytes) -> int:
-        self._file.write(data[: len(data) // 2])
-        self._file.flush()
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
-async def test_a_failed_write_leaves_no_partial_file(
-    host: pegboard.Host,
-    workspace: Path,
-    storage_dir: Path,
-    context: Callable[..., pegboard.ToolContext],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A write that fails midway raises RetentionError and removes the partial file."""
-    real_fdopen = os.fdopen
-    monkeypatch.setattr(
-        os, "fdopen", lambda *args, **kwargs: DiskFull(real_fdopen(*args, **kwargs))
-    )
-    with pytest.raises(pegboard.RetentionError, match="No space left"):
-        await run_once(
-            host, workspace, echo_tool("x\n" * 100), context(), limits=SMALL, storage=storage_dir
-        )
-    assert [] == listing(storage_dir)
-
-
-def fix_names(monkeypatch: pytest.MonkeyPatch, token: str, stamp: str) -> str:
-    """Make the next retained file's name predictable; return it."""
-    real_strftime = time.strftime
-
-    def strftime(format: str, *args: Any) -> str:
-        return stamp if format == "%Y%m%dT%H%M%S" else real_strftime(format, *args)
-
-    monkeypatch.setattr(time, "strftime", strftime)
-    monkeypatch.setattr("secrets.token_hex", lambda nbytes=None: token)
-    return f"tool-output-{stamp}-{token}.txt"
-
-
-@pytest.mark.parametrize("target_exists", [True, False])
-async def test_a_planted_symlink_is_never_followed(
-    tmp_path: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch, target_exists: bool
-) -> None:
-    """A symlink planted under the next file's name makes the save fail, not write through."""
-    name = fix_names(monkeypatch, "0123456789abcdef", "20250101T000000")
-    directory = anyio.Path(storage_dir)
-    await directory.mkdir(mode=0o700)
-    target = anyio.Path(tmp_path / "victim")
-    if target_exists:
-        await target.write_bytes(b"precious")
-    await (directory / name).symlink_to(target)
-    with pytest.raises(pegboard.RetentionError):
-        await pegboard.ManagedStorage(storage_dir).save(b"attacker-chosen bytes")
-    assert target_exists == await target.exists()
-    if target_exists:
-        assert b"precious" == await target.read_bytes()
-    assert await (directory / name).is_symlink()
-
-
-def plant(directory: Path, name: str, age: datetime.timedelta, link_to: Path | None = None) -> None:
-    """Make a file (or a symlink to ``link_to``) in ``directory`` that is ``age`` old."""
-    path = directory / name
-    if link_to is None:
-        path.write_bytes(b"data")
-    else:
-        path.symlink_to(link_to)
-    when = time.time() - age.total_seconds()
-    os.utime(path, (when, when), follow_symlinks=False)
-
-
-async def test_prune_deletes_only_our_old_files(tmp_path: Path, storage_dir: Path) -> None:
-    """prune() removes retained files past the retention and nothing else."""
-    storage = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(days=7))
-    await anyio.Path(storage_dir).mkdir(mode=0o700)
-    old, recent = datetime.timedelta(days=8), datetime.timedelta(days=6)
-    outside = anyio.Path(tmp_path / "outside")
-    await outside.write_bytes(b"kept")
-    plant(storage_dir, "tool-output-20250101T000000-00000000000000aa.txt", old)
-    kept = [
-        "tool-output-20250101T000000-00000000000000aa.txt.bak",
-        "tool-output-20250102T000000-00000000000000bb.txt",
-        "tool-output-20250103T000000-00000000000000cc.txt",
-        "tool-output-20250104T000000-00000000000000dd.txt",
-        "zz-notes.txt",
-    ]
-    plant(storage_dir, kept[0], old)
-    plant(storage_dir, kept[1], recent)
-    plant(storage_dir, kept[2], old, link_to=Path(outside))
-    await anyio.Path(storage_dir / kept[3]).mkdir()
-    plant(storage_dir, kept[4], old)
-    assert 1 == await storage.prune()
-    assert kept == listing(storage_dir)
-    assert b"kept" == await outside.read_bytes()
-
-
 # End to end
 
 
@@ -404,9 +224,10 @@ async def test_oversized_content_is_previewed_and_retained(
     assert isinstance(outcome, pegboard.Completed)
     (preview,) = outcome.content
     assert isinstance(preview, pegboard.Text)
-    (name,) = listing(storage_dir)
-    check_preview(preview.text, text, SMALL, storage_dir / name)
-    assert text.encode("utf-8") == (storage_dir / name).read_bytes()
+    kept = area(storage_dir, workspace)
+    (name,) = listing(kept)
+    check_preview(preview.text, text, SMALL, kept / name)
+    assert text.encode("utf-8") == (kept / name).read_bytes()
 
 
 def reporter(text: str, *, with_content: bool) -> pegboard.Tool:
@@ -443,17 +264,6 @@ async def test_law_storage_encapsulation_output_ignores_limits(
     assert isinstance(bounded, pegboard.Completed)
     assert {"text": text, "lines": text.split("\n")} == pegboard.thaw(bounded.output)
     assert unbounded.output == bounded.output
-
-
-@pytest.mark.parametrize(
-    "directory",
-    ["/tmp/" + "d" * 600, "/tmp/two\nlines", "/tmp/tab\there"],
-    ids=["long", "newline", "tab"],
-)
-def test_storage_directories_that_would_break_the_preview_are_refused(directory: str) -> None:
-    """A storage path too long or not printable on one line is refused up front."""
-    with pytest.raises(ValueError, match="printable path of at most 512 bytes"):
-        pegboard.ManagedStorage(directory)
 
 
 # Every model-visible text is bounded
@@ -507,12 +317,13 @@ async def test_law_canonical_representation_every_visible_text_is_bounded(
     """Failure messages, partials, embedded text and link descriptions are all bounded."""
     tool = pegboard.tool(description="Loud.", execute=execute)
     outcome = await run_once(host, workspace, tool, context(), limits=SMALL, storage=storage_dir)
-    (name,) = listing(storage_dir)
-    saved = (storage_dir / name).read_text()
+    kept = area(storage_dir, workspace)
+    (name,) = listing(kept)
+    saved = (kept / name).read_text()
     assert HUGE in saved
     visible = visible_text(outcome)
     assert within("\n".join(visible), SMALL)
-    assert any(str(storage_dir / name) in text for text in visible)
+    assert any(str(kept / name) in text for text in visible)
     if execute is embeds:
         assert isinstance(outcome, pegboard.Completed)
         kinds = [type(item) for item in outcome.content]
@@ -544,8 +355,9 @@ async def test_law_canonical_representation_a_hooks_oversized_failure_is_bounded
         outcome = await location.prepare().execute(pegboard.ToolCall("big", "{}", context()))
     assert isinstance(outcome, pegboard.Failed)
     assert within(outcome.error.message, pegboard.OutputLimits())
-    (name,) = listing(storage_dir)
-    assert HUGE == (storage_dir / name).read_text()
+    kept = area(storage_dir, workspace)
+    (name,) = listing(kept)
+    assert HUGE == (kept / name).read_text()
 
 
 async def test_law_canonical_representation_bounding_does_not_wait_behind_busy_threads(
@@ -570,4 +382,4 @@ async def test_law_canonical_representation_bounding_does_not_wait_behind_busy_t
             for borrower in borrowers:
                 limiter.release_on_behalf_of(borrower)
     assert within("\n".join(visible_text(outcome)), SMALL)
-    assert 1 == len(listing(storage_dir))
+    assert 1 == len(listing(area(storage_dir, workspace)))

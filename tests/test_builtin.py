@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import datetime
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -242,16 +244,35 @@ async def test_an_untrusted_plugin_cannot_reach_the_filesystem(
     assert "'snoop' is not trusted with the filesystem service" in str(error)
 
 
-async def test_bash_output_spool_lives_as_long_as_the_location(
-    host: pegboard.Host, workspace: Path, storage_dir: Path
+async def test_law_storage_encapsulation_bash_spools_are_kept_like_managed_output(
+    host: pegboard.Host,
+    workspace: Path,
+    tmp_path: Path,
+    storage_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Spooled output is readable through read while the Location is open, then removed."""
+    """A spool named in a result is a managed file of the Location: readable after the
+    Location closes and opens again, never from another Location, pruned with retention."""
     command = "yes spooled | head -c 3000000"
     async with opened(host, workspace, storage_dir) as location:
-        spool = Path(metadata(await call(location, "bash", command=command))["spool"])
-        assert "     1\tspooled" in text(await call(location, "read", path=str(spool), limit=1))
-    assert not spool.exists()
-    assert not spool.parent.exists()
+        shown = await call(location, "bash", command=command)
+        spool = Path(metadata(shown)["spool"])
+        assert f"all 3,000,000 bytes are saved in {spool}" in text(shown)
+        assert location.storage.directory == spool.parent
+    assert 3_000_000 == spool.stat().st_size
+    async with opened(host, workspace, storage_dir) as again:
+        assert "     1\tspooled" in text(await call(again, "read", path=str(spool), limit=1))
+    other = tmp_path / "other"
+    other.mkdir()
+    async with opened(host, other, storage_dir) as elsewhere:
+        refused = await call(elsewhere, "read", path=str(spool), limit=1)
+        assert isinstance(refused, pegboard.Failed)
+    # Retention counts from the name's timestamp, like every managed file's.
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + 3600)
+    short = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(minutes=30))
+    async with host.location(workspace, plugins=[], storage=short):
+        assert not spool.exists()
 
 
 def test_the_plugin_uses_only_the_public_api() -> None:

@@ -142,7 +142,8 @@ async def test_read_opens_managed_output(location: pegboard.Location, storage_di
     saved = re.search(r"the full output is saved in (\S+) …", text(outcome))
     assert saved is not None
     path = Path(saved.group(1))
-    assert storage_dir == path.parent
+    assert location.storage.directory == path.parent
+    assert storage_dir == path.parent.parent
     page = await call(location, "read", path=str(path), offset=4000, limit=2)
     assert "  4000\t4000\n  4001\t4001\n(more lines follow; read on with offset=4002)" == text(page)
 

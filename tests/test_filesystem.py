@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from builtin_calls import call, opened
 
 import pegboard
 
@@ -231,3 +232,65 @@ def test_open_directory_lists_a_folder(filesystem: pegboard.Filesystem) -> None:
             assert expected in os.listdir(descriptor)
         finally:
             os.close(descriptor)
+
+
+def test_a_write_is_on_disk_before_it_returns(
+    filesystem: pegboard.Filesystem, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_bytes fsyncs the whole new file before the rename, then the folder after it,
+    so the built-in write and edit report success only for what survives a crash."""
+    target = workspace / "sub" / "notes.txt"
+    events: list[tuple[str, int, int]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(descriptor: int) -> None:
+        info = os.fstat(descriptor)
+        events.append(("fsync", info.st_ino, info.st_size))
+        real_fsync(descriptor)
+
+    def replace(*args: object, **kwargs: object) -> None:
+        events.append(("replace", 0, 0))
+        real_replace(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    filesystem.write_bytes_sync("sub/notes.txt", b"changed\n")
+    file = ("fsync", target.stat().st_ino, len(b"changed\n"))
+    folder = ("fsync", target.parent.stat().st_ino, target.parent.stat().st_size)
+    assert [file, ("replace", 0, 0), folder] == events
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", ["write", "edit"])
+async def test_the_builtin_write_and_edit_are_on_disk_before_they_succeed(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tool: str,
+) -> None:
+    """write and edit report success only after the new content was fsynced."""
+    (workspace / "notes.txt").write_text("draft\n")
+    synced: list[tuple[int, int]] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        info = os.fstat(descriptor)
+        if stat.S_ISREG(info.st_mode):
+            synced.append((info.st_ino, info.st_size))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    arguments = (
+        {"path": "notes.txt", "content": "final\n"}
+        if tool == "write"
+        else {"path": "notes.txt", "old_string": "draft", "new_string": "final"}
+    )
+    async with opened(host, workspace, storage_dir) as location:
+        read = await call(location, "read", path="notes.txt")
+        assert isinstance(read, pegboard.Completed)
+        outcome = await call(location, tool, **arguments)
+    assert isinstance(outcome, pegboard.Completed), outcome
+    written = workspace / "notes.txt"
+    assert "final\n" == written.read_text()
+    assert [(written.stat().st_ino, len(b"final\n"))] == synced

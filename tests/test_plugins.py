@@ -164,3 +164,59 @@ async def test_an_in_process_plugin_cannot_shadow_an_installed_name(host: pegboa
     """add_plugin refuses a name that is already installed."""
     with pytest.raises(ValueError, match="'builtin' is already installed"):
         host.add_plugin("builtin", object())
+
+
+async def test_a_plugin_that_exits_on_import_is_recorded_and_harmless(
+    install: Install, workspace: Path, storage_dir: Path
+) -> None:
+    """sys.exit() in a plugin's module fails that plugin alone, as an import failure."""
+    install("exits", "import sys\nsys.exit('no config found')\n")
+    install("notes", NOTES)
+    host = pegboard.Host()
+    enabled = ["exits", "notes"]
+    async with host.location(workspace, plugins=enabled, storage=storage_dir) as location:
+        [error] = location.plugin_errors
+        assert ("exits", "import") == (error.plugin, error.phase)
+        assert "SystemExit: no config found" == error.message
+        assert ["notes_count"] == [d.name for d in location.prepare().definitions]
+    assert "SystemExit" in str({i.name: i for i in host.plugins(load=True)}["exits"].error)
+
+
+async def test_a_keyboard_interrupt_during_import_is_the_users(
+    install: Install, workspace: Path, storage_dir: Path
+) -> None:
+    """Ctrl-C while a plugin imports stops the program: it is not a plugin failure."""
+    install("interrupted", "raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        async with pegboard.Host().location(
+            workspace, plugins=["interrupted"], storage=storage_dir
+        ):
+            pass
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "async def prepare_request(definitions):\n    definitions.clear()\n",
+        "def prepare_request(definitions):\n    definitions.clear()\n    yield\n",
+        "async def prepare_request(definitions):\n    definitions.clear()\n    yield\n",
+    ],
+    ids=["coroutine", "generator", "async-generator"],
+)
+async def test_a_prepare_request_that_is_not_a_plain_function_is_refused_on_load(
+    install: Install, workspace: Path, storage_dir: Path, definition: str
+) -> None:
+    """location.prepare() is synchronous: an async prepare_request would silently never run,
+    so the plugin fails to load, with a message that says what to write instead."""
+    install(
+        "narrowing",
+        NOTES + "\n    @pegboard.hookimpl\n" + textwrap.indent(definition, "    "),
+    )
+    host = pegboard.Host()
+    async with host.location(workspace, plugins=["narrowing"], storage=storage_dir) as location:
+        [error] = location.plugin_errors
+        assert ("narrowing", "import") == (error.plugin, error.phase)
+        assert "'prepare_request'" in error.message
+        assert "make it a plain function (def, not async def, no yield)" in error.message
+        assert () == location.plugins
+        assert () == location.prepare().definitions

@@ -23,9 +23,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from reach import reaches
 from strategies import authored_names, names, namespaces, valid_names
 
 import pegboard
+from pegboard._registry import Board, Scope
 
 PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
@@ -183,6 +185,34 @@ def test_a_refused_registration_registers_nothing(
         board.tools.register(tools)
     with pytest.raises(pegboard.RegistrationError):
         host.tools.register(tools)
+    assert {} == advertised(board)
+
+
+def test_law_scoped_registration_tools_expose_nothing_but_register(
+    board: pegboard.Location,
+) -> None:
+    """The capability a plugin gets, and the Registration it returns, reach no board or
+    scope by attribute (vars, dir, slots), closure or bound method: a plugin cannot use
+    them to read or remove other plugins' tools."""
+    tools = board.tools
+    registration = tools.register({"mine": labelled("mine")})
+    assert ["register"] == [name for name in dir(tools) if not name.startswith("__")]
+    with pytest.raises(TypeError):
+        vars(tools)
+    assert [] == reaches((tools, registration), Board, Scope)
+    for name in type(tools).__slots__ + type(registration).__slots__:
+        if name != "__weakref__":
+            assert not isinstance(getattr(registration, name, None), Board | Scope)
+    registration.close()
+    assert {} == advertised(board)
+
+
+def test_a_copied_tools_object_registers_nothing(board: pegboard.Location) -> None:
+    """A copy of the capability is bound to no board: it refuses, it does not guess."""
+    import copy
+
+    with pytest.raises(RuntimeError, match="not bound to a board"):
+        copy.copy(board.tools).register({"mine": labelled("mine")})
     assert {} == advertised(board)
 
 

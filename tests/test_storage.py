@@ -1,0 +1,406 @@
+"""Managed storage: private whole files, one area per Location, pruned by the names' time."""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from builtin_calls import ALLOW_ALL
+from builtin_calls import call as builtin_call
+
+import pegboard
+
+pytestmark = pytest.mark.anyio
+
+SMALL = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
+MANAGED_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def listing(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory)) if directory.exists() else []
+
+
+def echo_tool(content: object) -> pegboard.Tool:
+    async def execute(input: object, context: pegboard.ToolContext) -> object:
+        return pegboard.ToolResponse(content=content)
+
+    return pegboard.tool(description="Return fixed content.", execute=execute)
+
+
+async def run_once(
+    host: pegboard.Host,
+    root: Path,
+    tool: pegboard.Tool,
+    context: pegboard.ToolContext,
+    **options: Any,
+) -> pegboard.Outcome:
+    """Open a Location, register ``tool`` as ``big`` and call it once."""
+    async with host.location(root, plugins=[], **options) as location:
+        with location.tools.register({"big": tool}):
+            request = location.prepare()
+            return await request.execute(pegboard.ToolCall("big", "{}", context))
+
+
+# Files: private, whole, never through a link
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def test_saved_files_are_owner_only(storage_dir: Path) -> None:
+    """A retained file has mode 0600, in a directory of mode 0700."""
+    path = await pegboard.ManagedStorage(storage_dir).save(b"whole output")
+    assert storage_dir == path.parent
+    assert b"whole output" == await anyio.Path(path).read_bytes()
+    assert 0o600 == mode(path)
+    assert 0o700 == mode(storage_dir)
+
+
+async def test_an_open_storage_directory_is_made_private(storage_dir: Path) -> None:
+    """A pre-existing 0755 storage directory becomes 0700 before anything is saved in it."""
+    await anyio.Path(storage_dir).mkdir()
+    await anyio.Path(storage_dir).chmod(0o755)
+    await pegboard.ManagedStorage(storage_dir).save(b"whole output")
+    assert 0o700 == mode(storage_dir)
+
+
+async def test_file_names_carry_no_caller_text(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+) -> None:
+    """No tool name, call ID or content finds its way into a retained file's name."""
+    runner = context(
+        "call-QQQ", session_id="session-QQQ", agent="agent-QQQ", message_id="message-QQQ"
+    )
+    text = "\n".join(["../../etc/passwd QQQ"] * 50)
+    async with host.location(workspace, plugins=[], limits=SMALL, storage=storage_dir) as location:
+        location.tools.register({"leaky": echo_tool(text)}, namespace="QQQ")
+        await location.prepare().execute(pegboard.ToolCall("QQQ_leaky", "{}", runner))
+    (name,) = listing(area(storage_dir, workspace))
+    assert MANAGED_NAME.fullmatch(name)
+    assert "QQQ" not in name
+    assert "leaky" not in name
+
+
+async def test_unwritable_storage_fails_the_call_with_retention_error(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+) -> None:
+    """When the storage directory cannot be made, the call raises RetentionError."""
+    blocker = anyio.Path(storage_dir)
+    async with host.location(workspace, plugins=[], limits=SMALL, storage=storage_dir) as location:
+        await blocker.write_bytes(b"not a directory")
+        location.tools.register({"big": echo_tool("x\n" * 100)})
+        with pytest.raises(pegboard.RetentionError, match=re.escape(str(storage_dir))):
+            await location.prepare().execute(pegboard.ToolCall("big", "{}", context()))
+    assert b"not a directory" == await blocker.read_bytes()
+
+
+async def test_storage_inside_a_regular_file_fails_the_call_with_retention_error(
+    host: pegboard.Host,
+    workspace: Path,
+    tmp_path: Path,
+    context: Callable[..., pegboard.ToolContext],
+) -> None:
+    """A storage path inside a regular file fails only the oversized call, as RetentionError."""
+    blocker = anyio.Path(tmp_path / "blocker")
+    await blocker.write_bytes(b"a regular file")
+    with pytest.raises(pegboard.RetentionError):
+        await run_once(
+            host, workspace, echo_tool("x\n" * 100), context(), limits=SMALL, storage=blocker / "x"
+        )
+    assert b"a regular file" == await blocker.read_bytes()
+
+
+class DiskFull:
+    """A file that writes half of what it is given, then runs out of space."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    def __enter__(self) -> DiskFull:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._file.close()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def fileno(self) -> int:
+        return int(self._file.fileno())
+
+    def write(self, data: bytes) -> int:
+        self._file.write(data[: len(data) // 2])
+        self._file.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+async def test_a_failed_write_leaves_no_partial_file(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write that fails midway raises RetentionError and removes the partial file."""
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(
+        os, "fdopen", lambda *args, **kwargs: DiskFull(real_fdopen(*args, **kwargs))
+    )
+    with pytest.raises(pegboard.RetentionError, match="No space left"):
+        await run_once(
+            host, workspace, echo_tool("x\n" * 100), context(), limits=SMALL, storage=storage_dir
+        )
+    assert [] == listing(area(storage_dir, workspace))
+
+
+def fix_names(monkeypatch: pytest.MonkeyPatch, token: str, stamp: str) -> str:
+    """Make the next retained file's name predictable; return it."""
+    real_strftime = time.strftime
+
+    def strftime(format: str, *args: Any) -> str:
+        return stamp if format == "%Y%m%dT%H%M%S" else real_strftime(format, *args)
+
+    monkeypatch.setattr(time, "strftime", strftime)
+    monkeypatch.setattr("secrets.token_hex", lambda nbytes=None: token)
+    return f"tool-output-{stamp}-{token}.txt"
+
+
+@pytest.mark.parametrize("target_exists", [True, False])
+async def test_a_planted_symlink_is_never_followed(
+    tmp_path: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch, target_exists: bool
+) -> None:
+    """A symlink planted under the next file's name makes the save fail, not write through."""
+    name = fix_names(monkeypatch, "0123456789abcdef", "20250101T000000")
+    directory = anyio.Path(storage_dir)
+    await directory.mkdir(mode=0o700)
+    target = anyio.Path(tmp_path / "victim")
+    if target_exists:
+        await target.write_bytes(b"precious")
+    await (directory / name).symlink_to(target)
+    with pytest.raises(pegboard.RetentionError):
+        await pegboard.ManagedStorage(storage_dir).save(b"attacker-chosen bytes")
+    assert target_exists == await target.exists()
+    if target_exists:
+        assert b"precious" == await target.read_bytes()
+    assert await (directory / name).is_symlink()
+
+
+def stamp(age: datetime.timedelta) -> str:
+    """The timestamp a file made ``age`` ago carries in its name."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() - age.total_seconds()))
+
+
+def plant(
+    directory: Path,
+    name: str,
+    age: datetime.timedelta = datetime.timedelta(0),
+    link_to: Path | None = None,
+) -> Path:
+    """Make a file (or a symlink to ``link_to``) in ``directory`` whose mtime is ``age`` old."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / name
+    if link_to is None:
+        path.write_bytes(b"data")
+    else:
+        path.symlink_to(link_to)
+    when = time.time() - age.total_seconds()
+    os.utime(path, (when, when), follow_symlinks=False)
+    return path
+
+
+OLD, RECENT = datetime.timedelta(days=8), datetime.timedelta(days=6)
+
+
+async def test_prune_deletes_only_our_old_files(tmp_path: Path, storage_dir: Path) -> None:
+    """prune() removes retained files past the retention and nothing else."""
+    storage = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(days=7))
+    outside = anyio.Path(tmp_path / "outside")
+    await outside.write_bytes(b"kept")
+    plant(storage_dir, f"tool-output-{stamp(OLD)}-00000000000000aa.txt")
+    kept = [
+        f"tool-output-{stamp(OLD)}-00000000000000aa.txt.bak",
+        f"tool-output-{stamp(OLD)}-00000000000000cc.txt",
+        f"tool-output-{stamp(OLD)}-00000000000000dd.txt",
+        f"tool-output-{stamp(RECENT)}-00000000000000bb.txt",
+        "zz-notes.txt",
+    ]
+    plant(storage_dir, kept[0])
+    plant(storage_dir, kept[1], link_to=Path(outside))
+    await anyio.Path(storage_dir / kept[2]).mkdir()
+    plant(storage_dir, kept[3])
+    plant(storage_dir, kept[4], OLD)
+    assert 1 == await storage.prune()
+    assert sorted(kept) == listing(storage_dir)
+    assert b"kept" == await outside.read_bytes()
+
+
+async def test_prune_reads_the_age_from_the_name_not_the_clock_of_the_file(
+    storage_dir: Path,
+) -> None:
+    """A file's name decides its age: a touched old file goes, an old-looking new one stays."""
+    touched = plant(storage_dir, f"tool-output-{stamp(OLD)}-00000000000000aa.txt", RECENT)
+    backdated = plant(storage_dir, f"tool-output-{stamp(RECENT)}-00000000000000bb.txt", OLD)
+    assert 1 == await pegboard.ManagedStorage(storage_dir).prune()
+    assert [backdated.name] == listing(storage_dir)
+    assert not touched.exists()
+
+
+async def test_saved_files_are_on_disk_before_save_returns(
+    storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """save() fsyncs the new file, after its last byte, and the directory that names it."""
+    synced: list[tuple[int, int]] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        info = os.fstat(descriptor)
+        synced.append((info.st_ino, info.st_size))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = await pegboard.ManagedStorage(storage_dir).save(b"whole output")
+    assert (path.stat().st_ino, len(b"whole output")) in synced
+    assert storage_dir.stat().st_ino in [inode for inode, _ in synced]
+
+
+# One area per Location
+
+
+def area(storage: Path, root: Path) -> Path:
+    return pegboard.ManagedStorage(storage).for_location(root.resolve()).directory
+
+
+async def retain(location: pegboard.Location, text: str) -> Path:
+    """Call a tool whose output is too long to show; return the managed file it names."""
+    with location.tools.register({"big": echo_tool(text)}):
+        outcome = await location.prepare().execute(
+            pegboard.ToolCall("big", "{}", pegboard.ToolContext("s", "a", "m", "c"))
+        )
+    assert isinstance(outcome, pegboard.Completed)
+    preview = outcome.content[0]
+    assert isinstance(preview, pegboard.Text)
+    found = re.search(r"the full output is saved in (\S+) ", preview.text)
+    assert found is not None, preview.text
+    return Path(found.group(1))
+
+
+def tool_text(outcome: pegboard.Outcome) -> str:
+    if isinstance(outcome, pegboard.Failed):
+        return outcome.error.message
+    return "\n".join(item.text for item in outcome.content if isinstance(item, pegboard.Text))
+
+
+@pytest.mark.parametrize("given", ["default", "directory"])
+async def test_law_storage_encapsulation_a_location_cannot_reach_another_locations_output(
+    host: pegboard.Host, tmp_path: Path, storage_dir: Path, given: str
+) -> None:
+    """Location B's read, glob and grep neither list nor read what Location A retained."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    options: dict[str, Any] = {"limits": SMALL, "permissions": ALLOW_ALL, "plugins": ["builtin"]}
+    if given == "directory":
+        options["storage"] = storage_dir
+    secret = "\n".join(f"SECRET-{number}" for number in range(100))
+    async with host.location(first, **options) as one:
+        saved = await retain(one, secret)
+        assert saved.parent == one.storage.directory
+        own = await builtin_call(one, "read", path=str(saved), limit=1)
+        assert "SECRET-0" in tool_text(own)
+    async with host.location(second, **options) as two:
+        assert two.storage.directory != saved.parent
+        assert two.storage.directory.parent == saved.parent.parent
+        read = await builtin_call(two, "read", path=str(saved))
+        listings = [
+            await builtin_call(two, "glob", pattern="**/*", path=str(saved.parent)),
+            await builtin_call(two, "glob", pattern="**/*.txt", path=str(saved.parent.parent)),
+            await builtin_call(two, "grep", pattern="SECRET", path=str(saved.parent)),
+            await builtin_call(two, "grep", pattern="SECRET", path=str(saved.parent.parent)),
+        ]
+    assert isinstance(read, pegboard.Failed)
+    assert "SECRET" not in tool_text(read)
+    for outcome in listings:  # refused: no file name, no line of it
+        assert isinstance(outcome, pegboard.Failed), tool_text(outcome)
+        assert "SECRET" not in tool_text(outcome)
+        assert saved.name not in tool_text(outcome)
+    assert saved.exists()
+
+
+async def test_law_storage_encapsulation_pruning_touches_only_the_pruning_locations_area(
+    host: pegboard.Host, tmp_path: Path, storage_dir: Path
+) -> None:
+    """Opening B with a short retention prunes B's expired files, never A's."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    expired = f"tool-output-{stamp(datetime.timedelta(hours=2))}-00000000000000aa.txt"
+    fresh = f"tool-output-{stamp(datetime.timedelta(0))}-00000000000000bb.txt"
+    for root in (first, second):
+        plant(area(storage_dir, root), expired)
+        plant(area(storage_dir, root), fresh)
+    short = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(hours=1))
+    async with host.location(second, plugins=[], storage=short) as location:
+        assert area(storage_dir, second) == location.storage.directory
+    assert [fresh] == listing(area(storage_dir, second))
+    assert sorted([expired, fresh]) == listing(area(storage_dir, first))
+
+
+async def test_a_location_opened_again_finds_what_it_retained(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """The same root maps to the same area: a file named in an earlier result stays readable."""
+    options: dict[str, Any] = {"limits": SMALL, "permissions": ALLOW_ALL, "plugins": ["builtin"]}
+    async with host.location(workspace, storage=storage_dir, **options) as location:
+        saved = await retain(location, "\n".join(f"row {n}" for n in range(100)))
+    async with host.location(workspace, storage=storage_dir, **options) as again:
+        assert saved.parent == again.storage.directory
+        assert "row 0" in tool_text(await builtin_call(again, "read", path=str(saved), limit=1))
+
+
+async def test_a_host_storage_directory_gets_one_area_per_location(
+    host: pegboard.Host, tmp_path: Path, storage_dir: Path
+) -> None:
+    """storage= names the parent of the areas; retention and subclasses carry over."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    given = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(hours=3))
+    async with (
+        host.location(first, plugins=[], storage=given) as one,
+        host.location(second, plugins=[], storage=given) as two,
+    ):
+        assert storage_dir == one.storage.directory.parent == two.storage.directory.parent
+        assert one.storage.directory != two.storage.directory
+        assert datetime.timedelta(hours=3) == one.storage.retention
+        assert [one.storage.directory] == [Path(one.filesystem.resolve(one.storage.directory))]
+        with pytest.raises(pegboard.OutsideLocationError):
+            one.filesystem.resolve(two.storage.directory / "tool-output-x.txt")
+        with pytest.raises(pegboard.OutsideLocationError):
+            one.filesystem.resolve(storage_dir)
+
+
+@pytest.mark.parametrize(
+    "directory",
+    ["/tmp/" + "d" * 600, "/tmp/two\nlines", "/tmp/tab\there"],
+    ids=["long", "newline", "tab"],
+)
+def test_storage_directories_that_would_break_the_preview_are_refused(directory: str) -> None:
+    """A storage path too long or not printable on one line is refused up front."""
+    with pytest.raises(ValueError, match="printable path of at most 512 bytes"):
+        pegboard.ManagedStorage(directory)
