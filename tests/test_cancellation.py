@@ -178,7 +178,7 @@ async def test_law_canonical_representation_cancel_during_retention_leaves_no_fi
         finally:
             release.set()
     assert [] == outcomes
-    assert [] == list(storage_dir.iterdir())
+    assert [] == [path for path in storage_dir.rglob("*") if path.is_file()]
 
 
 async def test_law_canonical_representation_cancel_in_a_hook_leaves_no_file(
@@ -207,7 +207,7 @@ async def test_law_canonical_representation_cancel_in_a_hook_leaves_no_file(
     assert [] == outcomes
     [(path,)] = seen
     assert not path.exists()
-    assert [] == list(storage_dir.iterdir())
+    assert [] == [path for path in storage_dir.rglob("*") if path.is_file()]
 
 
 async def test_cancellation_is_not_logged_for_calls_that_were_not_cancelled(

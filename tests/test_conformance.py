@@ -493,7 +493,9 @@ BROKEN = [
     # A hook broken on every outcome breaks every generated call as well.
     pytest.param(GarbageHook, ("generated", "hooks"), "execute_after hook", id="garbage-hook"),
     pytest.param(RaisingHook, ("generated", "hooks"), "no audit log", id="raising-hook"),
-    pytest.param(RewritesOutput, "hooks", "output schema refuses", id="rewrites-output"),
+    pytest.param(
+        RewritesOutput, ("generated", "hooks"), "output schema refuses", id="rewrites-output"
+    ),
     pytest.param(RaisingPrepare, "hooks", "cannot read the allow-list", id="raising-prepare"),
     pytest.param(AddsADefinition, "hooks", "added definitions (notes_extra)", id="adds"),
     pytest.param(LogsEachRequest, "hooks", "did I/O while preparing a request: open", id="io"),

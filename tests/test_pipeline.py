@@ -999,4 +999,4 @@ async def test_law_per_call_rejection_a_broken_hook_leaves_no_managed_file(
     )
     [(path,)] = seen
     assert not path.exists()
-    assert [] == list(storage_dir.iterdir())
+    assert [] == [path for path in storage_dir.rglob("*") if path.is_file()]
