@@ -19,6 +19,7 @@ from ._permissions import (
     PermissionRule,
     Permissions,
     Reject,
+    SavedApproval,
 )
 from ._pipeline import ExecuteEvent
 from ._plugins import PluginError, PluginInfo
@@ -66,6 +67,7 @@ __all__ = (
     "Request",
     "ResourceLink",
     "RetentionError",
+    "SavedApproval",
     "SchemaCodec",
     "SchemaError",
     "ServiceDenied",

@@ -14,7 +14,6 @@ from builtin_calls import call, failure, metadata, opened, running, text
 
 import pegboard
 from pegboard.plugins_builtin._capture import Capture
-from pegboard.plugins_builtin._commands import approval_patterns, simple_commands
 
 pytestmark = pytest.mark.anyio
 
@@ -314,32 +313,3 @@ def test_a_discarded_spool_is_deleted(tmp_path: Path) -> None:
     feed(capture, b"abcdef")
     capture.discard()
     assert [] == list(tmp_path.iterdir())
-
-
-# Reading a command for its permission request.
-
-
-@pytest.mark.parametrize(
-    ("command", "parts"),
-    [
-        ("ls -la", ["ls -la"]),
-        ("ls && rm -rf build", ["ls", "rm -rf build"]),
-        ("git log | head -5; echo done &", ["git log", "head -5", "echo done"]),
-        ("echo 'a; rm x' | wc", ["echo a; rm x", "wc"]),
-        ("ls\nrm x", ["ls", "rm x"]),
-        ("echo $(rm x)", ["echo $", "rm x"]),
-        ("echo `rm x`", ["echo", "rm x"]),
-        ("FOO=1 BAR=2 rm x", ["rm x"]),
-        ("echo a#b; rm x", ["echo a#b", "rm x"]),
-        ("make 2>&1 | tee log", ["make 2 >& 1", "tee log"]),
-        ("echo 'unclosed", []),
-    ],
-)
-def test_simple_commands(command: str, parts: list[str]) -> None:
-    """Chains split at their operators, quotes honoured, nothing hidden by '#'."""
-    assert parts == simple_commands(command)
-
-
-def test_approval_patterns_are_first_words() -> None:
-    assert ("git *", "rm *") == approval_patterns("", ["git log", "rm x", "git status"])
-    assert ("echo *",) == approval_patterns("echo 'unclosed", [])

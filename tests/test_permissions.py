@@ -137,8 +137,12 @@ async def test_ask_always_saves_the_always_patterns(tmp_path: Path) -> None:
     await permissions.ask(request("bash", "git log"))
     await permissions.ask(request("bash", "git"))
     assert 1 == len(approver.asked)
-    saved = json.loads((tmp_path / "a.json").read_text())
-    assert {"approvals": [{"action": "bash", "pattern": "git *"}]} == saved
+    [saved] = json.loads((tmp_path / "a.json").read_text())["approvals"]
+    assert ("bash", "git *", ["git status"]) == (
+        saved["action"],
+        saved["pattern"],
+        saved["approved"]["resources"],
+    )
 
 
 async def test_always_without_patterns_saves_the_resources(tmp_path: Path) -> None:
