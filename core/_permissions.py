@@ -301,6 +301,8 @@ class Permissions:
         return before - len(saved)
 
     async def _load(self) -> list[SavedApproval]:
+        if self._saved is None and self._file is None:
+            self._saved = []
         if self._saved is None:
             async with self._file_lock:
                 if self._saved is None:

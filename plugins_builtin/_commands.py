@@ -247,6 +247,9 @@ class _Reader:
         if opaque is not None:
             self._add(texts, embeds, opaque)
             return
+        if base == "env" and any(t == "-S" or t.startswith("--split-string") for t in texts):
+            self._add(texts, embeds, "env -S splits a string into a command when it runs")
+            return
         inner = _unwrap(base, texts)
         if inner is not None:
             start, keep = inner
@@ -492,8 +495,6 @@ def _unwrap(base: str, texts: list[str]) -> tuple[int, bool] | None:
             continue
         if not text.startswith("-") or text == "-":
             break
-        if base == "env" and (text in ("-S", "--split-string") or text.startswith("--split-")):
-            return None  # the string is split and run: asked as env itself (below)
         index += 2 if text in values else 1
     index += _OPERANDS.get(base, 0)
     keep = base in _PRIVILEGED or index >= len(texts)
@@ -525,7 +526,8 @@ _ARITY = {
 _CODE = frozenset({"awk", "gawk", "mawk", "nawk", "sed", "gsed", "perl", "ruby", "php", "lua",
                    "Rscript", "osascript", "node", "nodejs", "bun"})  # fmt: skip
 _INTERPRETER = re.compile(r"python(?:\d+(?:\.\d+)?)?|pypy\d?")
-_CODE_FLAGS = frozenset({"-c", "-e", "-E", "--eval", "-p", "--print", "-r", "-x"})
+_CODE_FLAGS = frozenset({"-e", "-E", "--eval", "-p", "--print", "-r"})
+_PYTHON_CODE_FLAG = re.compile(r"-[A-Za-z]*c")
 
 
 def approval_pattern(command: Command) -> str | None:
@@ -543,7 +545,13 @@ def approval_pattern(command: Command) -> str | None:
     if base in _PRIVILEGED:
         return exact
     if base in _CODE or _INTERPRETER.fullmatch(base):
-        if any(word in _CODE_FLAGS or word.startswith("--eval") for word in words[1:]):
+        python = _INTERPRETER.fullmatch(base) is not None
+        if any(
+            _PYTHON_CODE_FLAG.match(word)
+            if python
+            else word in _CODE_FLAGS or word.startswith("--eval")
+            for word in words[1:]
+        ):
             return exact
         if base in ("awk", "gawk", "mawk", "nawk", "sed", "gsed"):
             return exact
@@ -556,7 +564,8 @@ def approval_pattern(command: Command) -> str | None:
     prefix = words[:arity]
     if len(prefix) < arity and arity > 1:
         return exact
-    if any(word.startswith("-") or "$" in word or "`" in word for word in prefix[1:]):
+    named = prefix[2:] if prefix[1:2] == ["-m"] else prefix[1:]  # `python3 -m MODULE`
+    if any(word.startswith("-") or "$" in word or "`" in word for word in named):
         return exact
     return escape(visible(" ".join(_shown(word) for word in prefix), newlines=False)) + " *"
 
