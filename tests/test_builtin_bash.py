@@ -572,3 +572,71 @@ async def test_the_approver_sees_control_characters_escaped(
     assert "rm -rf ~ #\\r\\x1b[2Kls -la" == asked.metadata["command"]
     assert ("rm -rf '~'",) == asked.resources or ("rm -rf ~",) == asked.resources
     assert all("\x1b" not in resource and "\r" not in resource for resource in asked.resources)
+
+
+# No process outlives its call.
+
+ESCAPES = {
+    "setsid": "setsid sh -c 'echo $$ > pids; exec sleep 100' > /dev/null 2>&1 &",
+    "setsid -f": "setsid -f sh -c 'echo $$ > pids; exec sleep 100' > /dev/null 2>&1",
+    "double fork": "( (sh -c 'echo $$ > pids; exec sleep 100' &) & ) > /dev/null 2>&1",
+    "nohup &": "nohup sh -c 'echo $$ > pids; exec sleep 100' > /dev/null 2>&1 &",
+    "setsid, TERM ignored": (
+        "setsid sh -c 'trap \"\" TERM; echo $$ > pids; while :; do sleep 0.1; done' "
+        "> /dev/null 2>&1 &"
+    ),
+}
+needs_subreaper = pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="other platforms stop the process group only"
+)
+
+
+@needs_subreaper
+@pytest.mark.parametrize("command", ESCAPES.values(), ids=ESCAPES.keys())
+async def test_what_leaves_the_group_is_gone_when_the_call_completes(
+    location: pegboard.Location, workspace: Path, command: str
+) -> None:
+    """setsid, a double fork, nohup … &: none of them survives the call that started it."""
+    started = time.monotonic()
+    outcome = await call(location, "bash", command=f"{command}\nsleep 0.2; echo done")
+    assert "done" in text(outcome)
+    assert time.monotonic() - started < 8
+    assert await gone(*await pids_in(workspace / "pids", 1))
+
+
+@needs_subreaper
+async def test_what_leaves_the_group_is_gone_at_the_timeout(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    outcome = await call(
+        location, "bash", command=f"{ESCAPES['setsid, TERM ignored']} sleep 30", timeout=0.5
+    )
+    assert metadata(outcome)["timed_out"]
+    assert await gone(*await pids_in(workspace / "pids", 1))
+
+
+@needs_subreaper
+async def test_what_leaves_the_group_is_gone_when_the_call_is_cancelled(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                lambda: call(location, "bash", command=f"{ESCAPES['setsid']} sleep 100")
+            )
+            pids = await pids_in(workspace / "pids", 1)
+            group.cancel_scope.cancel()
+    assert await gone(*pids)
+
+
+async def test_the_exit_status_is_the_commands_own(location: pegboard.Location) -> None:
+    """Under the subreaper, an exit code and a killing signal are reported as the shell's."""
+    assert 7 == metadata(await call(location, "bash", command="exit 7"))["exit_code"]
+    killed = metadata(await call(location, "bash", command="kill -KILL $$"))
+    assert (None, "SIGKILL") == (killed["exit_code"], killed["signal"])
+
+
+async def test_a_broken_pipe_ends_a_writer_quietly(location: pegboard.Location) -> None:
+    """The command gets SIGPIPE's default action, as from a terminal: no error text."""
+    outcome = await call(location, "bash", command="yes | head -c 5")
+    assert "y\ny\ny\n\n(exit code 0)" == text(outcome)
