@@ -36,13 +36,17 @@ async def activate_location(
     )
     try:
         with filesystem.readable(spool) as spool_dir:
+            shell = Shell(filesystem, permissions, spool_dir)
             tools.register(
                 {
                     **Files(filesystem, permissions).tools(),
                     **Search(filesystem, permissions).tools(),
-                    **Shell(filesystem, permissions, spool_dir).tools(),
+                    **shell.tools(),
                 }
             )
-            yield
+            try:
+                yield
+            finally:
+                await shell.close()  # no command outlives its Location
     finally:
         await anyio.to_thread.run_sync(shutil.rmtree, spool, True)

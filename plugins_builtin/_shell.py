@@ -105,6 +105,21 @@ class Shell:
         self._spool_dir = spool_dir
         self._limits = limits or Limits()
         self.program = shutil.which("bash") or "/bin/sh"
+        #: The process groups of the commands running now.
+        self._running: set[int] = set()
+
+    async def close(self) -> None:
+        """Stop every command still running, as its timeout would: for the Location's close."""
+        groups = list(self._running)
+        for group in groups:
+            _signal_group(group, signal.SIGTERM)
+        margin = _REAPER_MARGIN if _SUBREAPER else 0.0
+        with anyio.move_on_after(self._limits.grace_seconds + margin):
+            # Nothing signals a process group's end; it is polled, briefly.
+            while any(_signal_group(group, 0) for group in groups):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        for group in groups:
+            _signal_group(group, signal.SIGKILL)
 
     def tools(self) -> dict[str, pegboard.Tool]:
         """The tools by authored name."""
@@ -242,6 +257,7 @@ class Shell:
             finally:
                 os.close(writer)  # the output ends when the group's last writer does
             finished = False
+            self._running.add(process.pid)
             try:
                 with anyio.move_on_after(timeout) as deadline:
                     await self._pump(reader, process, capture, context)
@@ -251,6 +267,7 @@ class Shell:
                     try:
                         await _stop(process, self._limits.grace_seconds, reaper=_SUBREAPER)
                     finally:
+                        self._running.discard(process.pid)
                         if finished:
                             capture.close()
                         else:

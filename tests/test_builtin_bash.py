@@ -640,3 +640,22 @@ async def test_a_broken_pipe_ends_a_writer_quietly(location: pegboard.Location) 
     """The command gets SIGPIPE's default action, as from a terminal: no error text."""
     outcome = await call(location, "bash", command="yes | head -c 5")
     assert "y\ny\ny\n\n(exit code 0)" == text(outcome)
+
+
+@needs_subreaper
+async def test_what_a_running_call_started_is_gone_when_the_location_closes(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A call still running when its Location closes is stopped, with all it started."""
+    outcomes: list[pegboard.Outcome] = []
+
+    async def run(location: pegboard.Location) -> None:
+        outcomes.append(await call(location, "bash", command=f"{ESCAPES['setsid']} sleep 100"))
+
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as group:
+            async with opened(host, workspace, storage_dir) as location:
+                group.start_soon(run, location)
+                pids = await pids_in(workspace / "pids", 1)
+            assert await gone(*pids)
+    assert "SIGTERM" == metadata(outcomes[0])["signal"]
