@@ -523,3 +523,56 @@ async def test_a_cancelled_asker_hands_the_question_on() -> None:
             await anyio.wait_all_tasks_blocked()
             first.cancel()
     assert 2 == calls
+
+
+# `pegboard permissions`: list and revoke.
+
+
+def cli(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str, str]:
+    from pegboard.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["permissions", *arguments])
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+async def save(host: pegboard.Host, root: Path, storage: Path, *patterns: str) -> None:
+    answers = Approver(*["always"] * len(patterns))
+    async with host.location(root, approver=answers, storage=storage, plugins=[]) as location:
+        for pattern in patterns:
+            await location.permissions.ask(
+                pegboard.PermissionRequest(
+                    action="bash",
+                    resources=[pattern.removesuffix(" *")],
+                    always=[pattern],
+                    metadata={"command": f"{pattern.removesuffix(' *')} --now\nrm x"},
+                )
+            )
+
+
+def test_pegboard_permissions_lists_and_revokes(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Numbered approvals with where they came from; --revoke N forgets exactly those."""
+    anyio.run(save, host, workspace, storage_dir, "git status *", "make *", "ls *")
+    status, out, _ = cli(capsys, "-l", str(workspace))
+    assert 0 == status
+    assert "  1  bash  git status *\n     approved " in out
+    assert "for: git status --now\\nrm x" in out
+    assert "  3  bash  ls *" in out
+    status, out, _ = cli(capsys, "-l", str(workspace), "--revoke", "1", "--revoke", "3")
+    assert (0, "revoked: bash git status *\nrevoked: bash ls *\n") == (status, out)
+    status, out, _ = cli(capsys, "-l", str(workspace), "--json")
+    [row] = json.loads(out)["approvals"]
+    assert ("make *", ["make"], 1) == (row["pattern"], row["resources"], row["number"])
+    cli(capsys, "-l", str(workspace), "--revoke-all")
+    assert "no saved approvals for" in cli(capsys, "-l", str(workspace))[1]
+
+
+def test_pegboard_permissions_refuses_a_number_not_listed(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = cli(capsys, "-l", str(workspace), "--revoke", "4")
+    assert 2 == status
+    assert "--revoke 4: there are 0 saved approvals, numbered from 1" in err
