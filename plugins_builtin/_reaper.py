@@ -19,6 +19,8 @@ import signal
 import sys
 import time
 
+__all__ = ("main",)
+
 PR_SET_CHILD_SUBREAPER = 36
 _STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WATCHED = {signal.SIGCHLD, *_STOP}
