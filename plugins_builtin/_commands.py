@@ -24,6 +24,11 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox
 _LOADER_VARIABLES = frozenset(
     {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "IFS", "SHELLOPTS"}
 )
+# Reserved words the parser may take for a command name when it misreads a line
+# (`! if …; fi`): bash would run the compound command, so the line is unreadable.
+_RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "case", "esac",
+                       "while", "until", "for", "in", "select", "function", "{", "}", "!",
+                       "[[", "]]"})  # fmt: skip
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 # Unquoted characters that make bash expand a command name into something else.
 _EXPANDING = re.compile(r"[*?\[{~]")
@@ -151,6 +156,7 @@ class _Reader:
         self.source = source
         self.commands: list[Command] = []
         self.writes: list[Write] = []
+        self.coproc = False  # a `coproc NAME { … }`, whose `}` the parser reads as a command
 
     def read_line(self, depth: int) -> None:
         tree = _parser().parse(self.source)
@@ -185,7 +191,7 @@ class _Reader:
 
     def _declaration(self, node: Node) -> None:
         words = tuple(self._text(child) for child in node.children)
-        self.commands.append(Command(words))
+        self.commands.append(Command(words, embeds=_holds_substitution(node)))
 
     def _redirect(self, node: Node) -> None:
         operator = "".join(self._text(child) for child in node.children if not child.is_named)
@@ -218,14 +224,22 @@ class _Reader:
                 self._walk(child, depth)
             elif field in ("name", "argument"):
                 target = child.named_children[0] if child.type == "command_name" else child
+                if field == "name" and target.type == "word":
+                    self._keyword(self._text(target))
                 gap = self.source[ends[-1] : child.start_byte] if ends else b""
                 split = split or re.fullmatch(rb"(?:\\\n)+", gap) is not None
                 ends.append(child.end_byte)
                 words.append(self._word(target))
                 self._walk(child, depth)
+            else:  # whatever else the parser hung here (`nice (…)`) is read too
+                self._walk(child, depth)
         if not words:
             return
         self._run(words, depth, opaque=loader, split=split)
+
+    def _keyword(self, name: str) -> None:
+        if name in _RESERVED and not (name == "}" and self.coproc):
+            raise _UnreadableError(f"the parser took the keyword {name!r} for a command")
 
     def _run(
         self, words: list[_Word], depth: int, *, opaque: str | None = None, split: bool = False
@@ -244,6 +258,10 @@ class _Reader:
             opaque = "a line continuation joins two of its words"
         base = posixpath.basename(name.text) or name.text
         texts[0] = base
+        if base == "!" and len(words) > 1:  # `time ! cmd`: the parser leaves `!` a word
+            self._run(words[1:], depth)
+            return
+        self._keyword(name.text)
         if opaque is not None:
             self._add(texts, embeds, opaque)
             return
@@ -263,6 +281,14 @@ class _Reader:
         elif base in ("source", "."):
             dynamic = len(words) < 2 or words[1].dynamic or words[1].embeds
             self._add(texts, embeds, "it runs a file named by an expansion" if dynamic else None)
+        elif base in ("su", "runuser") and any(t in ("-c", "--command") for t in texts):
+            index = next(i for i, t in enumerate(texts) if t in ("-c", "--command"))
+            self._add(texts, embeds, None)  # another user: asked as well
+            script = words[index + 1] if index + 1 < len(words) else None
+            if script is None or script.dynamic or script.embeds:
+                self._add(texts, embeds, "the command string is built when it runs")
+            else:
+                self._nested(script.text, depth)
         elif base in _SHELLS or base == "trap":
             self._shell(base, words, texts, embeds, depth)
         elif base == "find":
@@ -274,6 +300,7 @@ class _Reader:
             # compound form is asked, and deny rules still see the commands in it.
             body = texts[2:] if texts[2:3] in (["{"], ["("]) else texts[1:]
             if body[:1] in (["{"], ["("]):
+                self.coproc = True
                 self._add(texts, embeds, "coproc runs a compound command")
                 self._nested(" ".join(body[1:]), depth)
             elif len(words) > 1:

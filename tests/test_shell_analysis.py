@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pegboard.plugins_builtin._commands import (
     Command,
@@ -145,6 +147,16 @@ def test_sudo_is_kept_beside_the_command_it_runs() -> None:
     assert ["sudo -u root rm x", "rm x"] == texts("sudo -u root rm x")
 
 
+def test_su_c_runs_its_string_as_another_user() -> None:
+    assert ["su -c 'rm x' root", "rm x"] == texts("su -c 'rm x' root")
+    assert any(opaque('su -c "$x" root').values())
+
+
+def test_a_declaration_holding_a_substitution_is_embedding() -> None:
+    embeds = {item.text: item.embeds for item in analyse("export a=$(rm x) b=1").commands}
+    assert {"rm x": False, "export 'a=$(rm x)' b=1": True} == embeds
+
+
 def test_xargs_and_find_exec_run_their_commands() -> None:
     assert ["echo a", "rm -f"] == texts("echo a | xargs -n 1 rm -f")
     assert ["find . -exec rm {} ; -print", "rm {}"] == texts("find . -exec rm {} \\; -print")
@@ -273,3 +285,38 @@ def test_escape_makes_a_pattern_match_exactly() -> None:
     rule = PermissionRule("bash", escape("python3 -c print(2*3)?"), "allow")
     assert rule.matches("bash", "python3 -c print(2*3)?")
     assert not rule.matches("bash", "python3 -c print(2+3)!")
+
+
+_WRAPS = [
+    "ls; {}", "{} && ls", "ls | {}", "({})", "{{ {}; }}", "if true; then {}; fi",
+    "while true; do {}; break; done", "for i in 1; do {}; done", "case a in a) {};; esac",
+    "f() {{ {}; }}", 'echo "$({})"', "echo $({})", "echo `{}`", "cat <({})", "! {}",
+    "time {}", "env FOO=1 {}", "nohup {}", "timeout 5 {}", "sh -c '{}'", "bash -c \"{}\"",
+    "x=$({})", "echo ${{v:-$({})}}", "[[ -n $({}) ]]", "{} &", "{} |& cat", "nice {}",
+    "command {}", "exec {}", "xargs {}", "find . -exec {} \\;", "coproc {}", "sudo {}",
+    "select v in a; do {}; break; done", "until false; do {}; done", "{} > out",
+    "ls > >({})", "stdbuf -o0 {}", "setsid {}", "trap '{}' EXIT", "su -c '{}'",
+    "function f {{ {}; }}", "cat <<EOF\n$({})\nEOF", "(( $({}) ))",
+]  # fmt: skip
+
+
+@given(
+    st.recursive(
+        st.sampled_from(["rm -rf target", "/bin/rm -rf target", "\\rm -rf target"]),
+        lambda inner: (
+            st.tuples(st.sampled_from(_WRAPS), inner)
+            .filter(lambda t: not ("'" in t[0] and "'" in t[1]))  # quotes would not nest
+            .map(lambda t: t[0].format(t[1]))
+        ),
+        max_leaves=4,
+    )
+)
+def test_rm_is_seen_however_it_is_wrapped(command: str) -> None:
+    """Whatever constructs and wrappers surround it, `rm` is a resource of its own, or
+    the line is asked as a whole: it never hides inside an allowed command."""
+    analysis = analyse(command)
+    if analysis.unreadable is not None:
+        return
+    resources = [item.text for item in analysis.commands]
+    found = [text for text in resources if text.split(" ", 1)[0] == "rm"]
+    assert found or any(item.opaque for item in analysis.commands), resources
