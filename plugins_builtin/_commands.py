@@ -22,13 +22,32 @@ _MAX_DEPTH = 8
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 # Variables that change which program a name runs, or run code of their own.
 _LOADER_VARIABLES = frozenset(
-    {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "IFS", "SHELLOPTS"}
+    {
+        "PATH",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "SHELLOPTS",
+        "PS4",
+        "PS0",
+        "PS1",
+        "PROMPT_COMMAND",
+    }
 )
 # Reserved words the parser may take for a command name when it misreads a line
 # (`! if …; fi`): bash would run the compound command, so the line is unreadable.
 _RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "case", "esac",
                        "while", "until", "for", "in", "select", "function", "{", "}", "!",
                        "[[", "]]"})  # fmt: skip
+_ARITHMETIC = frozenset({"arithmetic_expansion", "c_style_for_statement", "test_command",
+                         "subscript"})  # fmt: skip
+# Commands that evaluate arithmetic, or bring data in from outside the line.
+_ARITHMETIC_COMMANDS = frozenset({"let"})
+_READERS = frozenset({"read", "mapfile", "readarray"})
+_CODE_TEXT = re.compile(r"\$\(|`|\$\[")
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 # Unquoted characters that make bash expand a command name into something else.
 _EXPANDING = re.compile(r"[*?\[{~]")
@@ -44,10 +63,14 @@ class Command:
     embeds: bool = False
     #: Why the command cannot be known statically, or None when it can.
     opaque: str | None = None
+    #: The words are source text shown as written (a whole line, an assignment).
+    verbatim: bool = False
 
     @property
     def text(self) -> str:
         """The command as a permission resource: words joined by spaces, controls escaped."""
+        if self.verbatim:
+            return visible(" ".join(self.words), newlines=False)
         return visible(" ".join(_shown(word) for word in self.words), newlines=False)
 
 
@@ -127,6 +150,17 @@ def analyse(command: str) -> Analysis:
         reader.read_line(0)
     except _UnreadableError as error:
         return Analysis((), (), unreadable=str(error))
+    if reader.arithmetic and reader.data:
+        # Bash evaluates a subscript inside arithmetic, and runs any `$(…)` in it:
+        # `x='a[$(rm -rf ~)]'; echo $((x))`. Data reaching arithmetic may be code.
+        reader.commands.append(
+            Command(
+                (command,),
+                opaque="arithmetic here may evaluate data (a substitution's "
+                "output, a read, a quoted $(…)) as a command",
+                verbatim=True,
+            )
+        )
     commands = tuple(dict.fromkeys(reader.commands))
     return Analysis(commands, tuple(dict.fromkeys(reader.writes)))
 
@@ -157,6 +191,8 @@ class _Reader:
         self.commands: list[Command] = []
         self.writes: list[Write] = []
         self.coproc = False  # a `coproc NAME { … }`, whose `}` the parser reads as a command
+        self.arithmetic = False  # an arithmetic context: $((…)), ((…)), [[…]], a[i], let
+        self.data = False  # data that may hold code: a substitution, a read, a quoted $(…)
 
     def read_line(self, depth: int) -> None:
         tree = _parser().parse(self.source)
@@ -169,6 +205,18 @@ class _Reader:
 
     def _walk(self, node: Node, depth: int) -> None:
         kind = node.type
+        if kind in _ARITHMETIC or (
+            kind == "compound_statement" and self._text(node).startswith("((")
+        ):
+            self.arithmetic = True
+        elif kind in ("command_substitution", "process_substitution"):
+            self.data = True
+        elif kind in ("word", "raw_string", "string_content", "ansi_c_string"):
+            text = self._text(node)
+            if kind == "ansi_c_string":
+                text = _ansi_c(text[2:-1])
+            if _CODE_TEXT.search(text):
+                self.data = True  # a quoted `$(…)`: harmless unless arithmetic evaluates it
         if kind == "command":
             self._command(node, depth)
             return
@@ -184,13 +232,18 @@ class _Reader:
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
         if name is not None and self._text(name) in _LOADER_VARIABLES:
-            shown = tuple(self._text(node).split())
             self.commands.append(
-                Command(shown, opaque=f"it sets {self._text(name)}, which decides what runs")
+                Command(
+                    (self._text(node),),
+                    opaque=f"it sets {self._text(name)}, which decides what runs",
+                    verbatim=True,
+                )
             )
 
     def _declaration(self, node: Node) -> None:
         words = tuple(self._text(child) for child in node.children)
+        if any(word.startswith("-") and "i" in word for word in words[1:]):
+            self.arithmetic = True  # `declare -i x=…` evaluates what it assigns
         self.commands.append(Command(words, embeds=_holds_substitution(node)))
 
     def _redirect(self, node: Node) -> None:
@@ -258,6 +311,10 @@ class _Reader:
             opaque = "a line continuation joins two of its words"
         base = posixpath.basename(name.text) or name.text
         texts[0] = base
+        if base in _ARITHMETIC_COMMANDS:
+            self.arithmetic = True
+        elif base in _READERS:
+            self.data = True
         if base == "!" and len(words) > 1:  # `time ! cmd`: the parser leaves `!` a word
             self._run(words[1:], depth)
             return
@@ -367,6 +424,8 @@ class _Reader:
             return
         self.commands.extend(reader.commands)
         self.writes.extend(reader.writes)
+        self.arithmetic = self.arithmetic or reader.arithmetic
+        self.data = self.data or reader.data
 
     def _add(self, texts: list[str], embeds: bool, opaque: str | None) -> None:
         self.commands.append(Command(tuple(texts), embeds=embeds, opaque=opaque))

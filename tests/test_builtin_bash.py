@@ -385,6 +385,9 @@ DELETING = [
     "echo 'rm -rf target' | bash",
     "f=$(mktemp); echo 'rm -rf target' > $f; . $f",
     "PATH=/bin:$PATH rm -rf target",
+    "x='a[$(rm -rf target)]'; echo $((x))",
+    "PS4='$(rm -rf target)'; set -x; true",
+    "time ! rm -rf target",
 ]
 #: An allow-list a cautious host might give.
 ALLOW_LIST = [
