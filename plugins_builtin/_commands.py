@@ -19,7 +19,7 @@ __all__ = ("Analysis", "Command", "Write", "analyse", "approval_pattern", "visib
 
 # Past this many nested `sh -c '…'` strings a command is asked as a whole.
 _MAX_DEPTH = 8
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "yash"})
 # Variables that change which program a name runs, or run code of their own.
 _LOADER_VARIABLES = frozenset(
     {
@@ -338,6 +338,11 @@ class _Reader:
         elif base in ("source", "."):
             dynamic = len(words) < 2 or words[1].dynamic or words[1].embeds
             self._add(texts, embeds, "it runs a file named by an expansion" if dynamic else None)
+        elif base == "git" and any(
+            t in ("-c", "--config-env") or t.startswith(("--config-env=", "--exec-path"))
+            for t in texts[1:]
+        ):
+            self._add(texts, embeds, "git -c can set a command git runs (an alias, a pager)")
         elif base in ("su", "runuser") and any(t in ("-c", "--command") for t in texts):
             index = next(i for i, t in enumerate(texts) if t in ("-c", "--command"))
             self._add(texts, embeds, None)  # another user: asked as well
@@ -553,6 +558,8 @@ _FLAG_VALUES = {
     "builtin": frozenset(),
     "nohup": frozenset(),
     "setsid": frozenset(),
+    "busybox": frozenset(),  # multi-call binaries: `busybox rm` is rm
+    "toybox": frozenset(),
 }  # fmt: skip
 # Wrappers that take one operand before the command (timeout DURATION).
 _OPERANDS = {"timeout": 1, "chroot": 1, "taskset": 1, "flock": 1}

@@ -388,6 +388,7 @@ DELETING = [
     "x='a[$(rm -rf target)]'; echo $((x))",
     "PS4='$(rm -rf target)'; set -x; true",
     "time ! rm -rf target",
+    "git -c alias.x='!rm -rf target' x",
 ]
 #: An allow-list a cautious host might give.
 ALLOW_LIST = [
