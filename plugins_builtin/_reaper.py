@@ -12,10 +12,10 @@ the command did (the same code, or the same signal).
 
 from __future__ import annotations
 
-import contextlib
+# `_signal`, not `signal` (nor `typing`): their imports cost more than the rest of start-up.
+import _signal as signal  # type: ignore[import-not-found]
 import ctypes
 import os
-import signal
 import sys
 import time
 
@@ -98,8 +98,10 @@ def _descendants() -> list[int]:
 
 def _signal(pids: list[int], number: int) -> None:
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.kill(pid, number)
+        except (ProcessLookupError, PermissionError):  # gone meanwhile, or not ours
+            continue
 
 
 def _settle(seconds: float) -> None:
