@@ -272,7 +272,10 @@ class Permissions:
         self, request: PermissionRequest, approver: Approver
     ) -> Literal["once", "always"] | Reject:
         """The approver's answer to ``request``, shared with identical questions meanwhile."""
-        key = (request.action, request.resources, request.opaque, request.embedding, request.always)
+        # Identical means all the approver would see: the metadata too (the workdir of a command).
+        shown = json.dumps(request.metadata, sort_keys=True, default=repr)
+        key = (request.action, request.resources, request.opaque, request.embedding,
+               request.always, shown)  # fmt: skip
         while (waiting := self._asking.get(key)) is not None:
             await waiting.answered.wait()
             if waiting.answer is not None:

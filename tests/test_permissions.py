@@ -576,3 +576,28 @@ def test_pegboard_permissions_refuses_a_number_not_listed(
     status, _, err = cli(capsys, "-l", str(workspace), "--revoke", "4")
     assert 2 == status
     assert "--revoke 4: there are 0 saved approvals, numbered from 1" in err
+
+
+async def test_questions_that_differ_in_metadata_are_asked_apart() -> None:
+    """The same command in two folders is two questions."""
+    release = anyio.Event()
+    calls: list[pegboard.PermissionRequest] = []
+
+    async def approver(asked: pegboard.PermissionRequest) -> Answer:
+        calls.append(asked)
+        await release.wait()
+        return "once"
+
+    permissions = pegboard.Permissions(approver=approver)
+    with anyio.fail_after(2):
+        async with anyio.create_task_group() as group:
+            for workdir in ("src", "docs"):
+                group.start_soon(
+                    permissions.ask,
+                    pegboard.PermissionRequest(
+                        action="bash", resources=["make"], metadata={"workdir": workdir}
+                    ),
+                )
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    assert 2 == len(calls)
