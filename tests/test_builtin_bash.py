@@ -590,6 +590,8 @@ ESCAPES = {
         "> /dev/null 2>&1 &"
     ),
 }
+#: Waits until the escaped process has written its ID (the machine may be slow).
+WRITTEN = "while [ ! -s pids ]; do sleep 0.02; done"
 needs_subreaper = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="other platforms stop the process group only"
 )
@@ -602,7 +604,7 @@ async def test_what_leaves_the_group_is_gone_when_the_call_completes(
 ) -> None:
     """setsid, a double fork, nohup … &: none of them survives the call that started it."""
     started = time.monotonic()
-    outcome = await call(location, "bash", command=f"{command}\nsleep 0.2; echo done")
+    outcome = await call(location, "bash", command=f"{command}\n{WRITTEN}; echo done")
     assert "done" in text(outcome)
     assert time.monotonic() - started < 8
     assert await gone(*await pids_in(workspace / "pids", 1))
@@ -613,7 +615,10 @@ async def test_what_leaves_the_group_is_gone_at_the_timeout(
     location: pegboard.Location, workspace: Path
 ) -> None:
     outcome = await call(
-        location, "bash", command=f"{ESCAPES['setsid, TERM ignored']} sleep 30", timeout=0.5
+        location,
+        "bash",
+        command=f"{ESCAPES['setsid, TERM ignored']}\n{WRITTEN}; sleep 30",
+        timeout=2,
     )
     assert metadata(outcome)["timed_out"]
     assert await gone(*await pids_in(workspace / "pids", 1))
