@@ -546,7 +546,7 @@ async def save(host: pegboard.Host, root: Path, storage: Path, *patterns: str) -
                     action="bash",
                     resources=[pattern.removesuffix(" *")],
                     always=[pattern],
-                    metadata={"command": f"{pattern.removesuffix(' *')} --now\nrm x"},
+                    metadata={"command": f"{pattern.removesuffix(' *')} --now\nrm x\x1b[2K"},
                 )
             )
 
@@ -559,7 +559,7 @@ def test_pegboard_permissions_lists_and_revokes(
     status, out, _ = cli(capsys, "-l", str(workspace))
     assert 0 == status
     assert "  1  bash  git status *\n     approved " in out
-    assert "for: git status --now\\nrm x" in out
+    assert "for: git status --now\\nrm x\\x1b[2K" in out
     assert "  3  bash  ls *" in out
     status, out, _ = cli(capsys, "-l", str(workspace), "--revoke", "1", "--revoke", "3")
     assert (0, "revoked: bash git status *\nrevoked: bash ls *\n") == (status, out)

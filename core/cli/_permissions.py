@@ -97,8 +97,13 @@ def _row(number: int, approval: SavedApproval) -> dict[str, Any]:
 
 
 def _line(number: int, approval: SavedApproval) -> str:
-    line = f"{number:>3}  {approval.action}  {approval.pattern}"
+    line = f"{number:>3}  {_shown(approval.action)}  {_shown(approval.pattern)}"
     if approval.at is None:
         return f"{line}\n     (saved before pegboard recorded where approvals come from)"
-    source = (approval.command or ", ".join(approval.resources)).replace("\n", "\\n")
+    source = _shown(approval.command or ", ".join(approval.resources))
     return f"{line}\n     approved {approval.at} for: {source}"
+
+
+def _shown(text: str) -> str:
+    # A saved file name or command must not drive the terminal: escape what is not printable.
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
