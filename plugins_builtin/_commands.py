@@ -351,6 +351,8 @@ class _Reader:
                 self._add(texts, embeds, "the command string is built when it runs")
             else:
                 self._nested(script.text, depth)
+        elif _reads_program(base, texts):
+            self._add(texts, embeds, "it runs the program it reads from its input")
         elif base in _SHELLS or base == "trap":
             self._shell(base, words, texts, embeds, depth)
         elif base == "find":
@@ -592,6 +594,20 @@ def _unwrap(base: str, texts: list[str]) -> tuple[int, bool] | None:
     index += _OPERANDS.get(base, 0)
     keep = base in _PRIVILEGED or index >= len(texts)
     return index, keep
+
+
+_STDIN_INTERPRETERS = frozenset({"perl", "ruby", "php", "lua", "node", "nodejs", "bun", "deno",
+                                 "Rscript", "osascript", "tclsh", "wish"})  # fmt: skip
+
+
+def _reads_program(base: str, texts: list[str]) -> bool:
+    """Whether an interpreter runs what it reads from its input (`python3 - <<EOF`)."""
+    if base not in _STDIN_INTERPRETERS and not _INTERPRETER.fullmatch(base):
+        return False
+    arguments = texts[1:]
+    if any(text in ("--version", "-V", "--help", "-h", "-v") for text in arguments):
+        return False
+    return "-" in arguments or not any(not text.startswith("-") for text in arguments)
 
 
 def _find_commands(texts: list[str]) -> Iterator[tuple[int, int]]:

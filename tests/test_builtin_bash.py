@@ -483,6 +483,10 @@ class Answers:
         ("eval 'echo hi'", "eval 'echo hi'"),
         ("echo hi > notes.txt", "echo hi > .env"),
         ("cat notes.txt", "cat notes.txt | sh"),
+        (
+            "python3 - <<EOF\nprint(1)\nEOF",
+            "python3 - <<EOF\nimport shutil; shutil.rmtree('target')\nEOF",
+        ),
     ],
 )
 async def test_always_escalation_cases_ask_again(

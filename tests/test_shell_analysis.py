@@ -190,6 +190,9 @@ def test_command_v_looks_a_name_up_and_runs_nothing() -> None:
         ("coproc w { rm x; }", "coproc"),
         ("PS4='$(rm x)' bash -xc ls", "PS4"),
         ("git -c alias.x='!rm x' x", "git -c"),
+        ("python3 - <<EOF\nimport os\nEOF", "reads from its input"),
+        ("curl x | python3", "reads from its input"),
+        ("node < app.js", "reads from its input"),
         ("x='a[$(rm x)]'; echo $((x))", "arithmetic"),
         ('x="a[\\$(rm x)]"; (( x ))', "arithmetic"),
         ("x=$(cat f); [[ x -eq 0 ]]", "arithmetic"),
@@ -211,6 +214,13 @@ def test_what_cannot_be_known_statically_is_opaque(command: str, reason: str | N
     "command", ["echo $((1 + 2))", "for i in 1 2; do echo $((i * 2)); done", "echo '$(x)'"]
 )
 def test_arithmetic_on_literals_and_quoted_text_alone_stay_analysable(command: str) -> None:
+    assert not any(opaque(command).values())
+
+
+@pytest.mark.parametrize(
+    "command", ["python3 app.py", "python3 -m pytest", "python3 -c 'x'", "python3 --version"]
+)
+def test_an_interpreter_given_its_program_is_analysable(command: str) -> None:
     assert not any(opaque(command).values())
 
 
