@@ -356,7 +356,9 @@ class _Reader:
         elif base in _SHELLS or base == "trap":
             self._shell(base, words, texts, embeds, depth)
         elif base == "find":
-            self._add(texts, embeds, None)
+            # Actions change what a find does: "always" on a search never covers them.
+            acts = any(text in _FIND_ACTIONS or text.startswith("-fprint") for text in texts)
+            self._add(texts, embeds or acts, None)
             for start, end in _find_commands(texts):
                 self._run(words[start:end], depth)
         elif base == "coproc":
@@ -608,6 +610,9 @@ def _reads_program(base: str, texts: list[str]) -> bool:
     if any(text in ("--version", "-V", "--help", "-h", "-v") for text in arguments):
         return False
     return "-" in arguments or not any(not text.startswith("-") for text in arguments)
+
+
+_FIND_ACTIONS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fls"})
 
 
 def _find_commands(texts: list[str]) -> Iterator[tuple[int, int]]:

@@ -483,6 +483,7 @@ class Answers:
         ("eval 'echo hi'", "eval 'echo hi'"),
         ("echo hi > notes.txt", "echo hi > .env"),
         ("cat notes.txt", "cat notes.txt | sh"),
+        ("find . -name '*.txt'", "find target -delete"),
         (
             "python3 - <<EOF\nprint(1)\nEOF",
             "python3 - <<EOF\nimport shutil; shutil.rmtree('target')\nEOF",

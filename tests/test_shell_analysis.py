@@ -164,6 +164,11 @@ def test_xargs_and_find_exec_run_their_commands() -> None:
     assert ["find . -execdir rm -f {} +", "rm -f {}"] == texts("find . -execdir rm -f {} +")
 
 
+def test_a_find_that_acts_is_never_covered_by_a_saved_search() -> None:
+    embeds = {item.text: item.embeds for item in analyse("find . -name x; find . -delete").commands}
+    assert {"find . -name x": False, "find . -delete": True} == embeds
+
+
 def test_command_v_looks_a_name_up_and_runs_nothing() -> None:
     assert ["command -v rm"] == texts("command -v rm")
 
