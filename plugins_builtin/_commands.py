@@ -15,7 +15,16 @@ import attrs
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
-__all__ = ("Analysis", "Command", "Write", "analyse", "approval_pattern", "visible")
+__all__ = (
+    "Analysis",
+    "Command",
+    "Write",
+    "analyse",
+    "is_privileged",
+    "is_python",
+    "shown",
+    "visible",
+)
 
 # Past this many nested `sh -c '…'` strings a command is asked as a whole.
 _MAX_DEPTH = 8
@@ -71,7 +80,7 @@ class Command:
         """The command as a permission resource: words joined by spaces, controls escaped."""
         if self.verbatim:
             return visible(" ".join(self.words), newlines=False)
-        return visible(" ".join(_shown(word) for word in self.words), newlines=False)
+        return visible(" ".join(shown(word) for word in self.words), newlines=False)
 
 
 @attrs.frozen
@@ -116,7 +125,8 @@ def visible(text: str, *, newlines: bool = True) -> str:
     return "".join(shown)
 
 
-def _shown(word: str) -> str:
+def shown(word: str) -> str:
+    """``word`` as a resource shows it."""
     # Words holding blanks or quotes are quoted, so `a 'b c'` and `a b c` stay apart.
     if not word or any(char.isspace() or char in "'\"" for char in word):
         return shlex.quote(word)
@@ -571,6 +581,16 @@ _OPERANDS = {"timeout": 1, "chroot": 1, "taskset": 1, "flock": 1}
 _PRIVILEGED = frozenset({"sudo", "doas", "chroot"})
 
 
+def is_python(name: str) -> bool:
+    """Whether the command ``name`` is a Python interpreter."""
+    return _PYTHON.fullmatch(name) is not None
+
+
+def is_privileged(name: str) -> bool:
+    """Whether the command ``name`` runs another as someone else (``sudo``)."""
+    return name in _PRIVILEGED
+
+
 def _unwrap(base: str, texts: list[str]) -> tuple[int, bool] | None:
     """Where the command a wrapper runs starts, and whether to keep the wrapper too."""
     if base not in _FLAG_VALUES and base not in _OPERANDS:
@@ -594,17 +614,19 @@ def _unwrap(base: str, texts: list[str]) -> tuple[int, bool] | None:
             break
         index += 2 if text in values else 1
     index += _OPERANDS.get(base, 0)
-    keep = base in _PRIVILEGED or index >= len(texts)
+    keep = is_privileged(base) or index >= len(texts)
     return index, keep
 
 
+# Python, by the names it is installed under.
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?|pypy\d?")
 _STDIN_INTERPRETERS = frozenset({"perl", "ruby", "php", "lua", "node", "nodejs", "bun", "deno",
                                  "Rscript", "osascript", "tclsh", "wish"})  # fmt: skip
 
 
 def _reads_program(base: str, texts: list[str]) -> bool:
     """Whether an interpreter runs what it reads from its input (`python3 - <<EOF`)."""
-    if base not in _STDIN_INTERPRETERS and not _INTERPRETER.fullmatch(base):
+    if base not in _STDIN_INTERPRETERS and not is_python(base):
         return False
     arguments = texts[1:]
     if any(text in ("--version", "-V", "--help", "-h", "-v") for text in arguments):
@@ -624,66 +646,3 @@ def _find_commands(texts: list[str]) -> Iterator[tuple[int, int]]:
             )
             if end > index + 1:
                 yield index + 1, end
-
-
-# How many leading words name what a command does, for an "always" pattern:
-# `git status *`, `npm run test *`. One word when a command is not listed.
-_ARITY = {
-    "git": 2, "npm": 2, "npm run": 3, "npm exec": 3, "pnpm": 2, "pnpm run": 3, "yarn": 2,
-    "yarn run": 3, "bun": 2, "bun run": 3, "cargo": 2, "go": 2, "docker": 2,
-    "docker compose": 3, "kubectl": 2, "make": 2, "pip": 2, "pip3": 2, "uv": 2, "uv run": 3,
-    "poetry": 2, "poetry run": 3, "gh": 3, "apt": 2, "apt-get": 2, "brew": 2, "systemctl": 2,
-    "terraform": 2, "helm": 2, "dotnet": 2, "mvn": 2, "gradle": 2, "conda": 2, "deno": 2,
-    "rustup": 2, "pytest": 1, "ruff": 2, "mypy": 1,
-}  # fmt: skip
-# Programs whose arguments are code: "always" saves the exact command.
-_CODE = frozenset({"awk", "gawk", "mawk", "nawk", "sed", "gsed", "perl", "ruby", "php", "lua",
-                   "Rscript", "osascript", "node", "nodejs", "bun"})  # fmt: skip
-_INTERPRETER = re.compile(r"python(?:\d+(?:\.\d+)?)?|pypy\d?")
-_CODE_FLAGS = frozenset({"-e", "-E", "--eval", "-p", "--print", "-r"})
-_PYTHON_CODE_FLAG = re.compile(r"-[A-Za-z]*c")
-
-
-def approval_pattern(command: Command) -> str | None:
-    """What answering "always" saves for ``command``: a prefix pattern by its arity.
-
-    The exact command (wildcards escaped) for code given inline (``python3 -c``,
-    ``awk '…'``) or when an option or an expansion falls inside the prefix;
-    None for what no pattern may cover (opaque commands).
-    """
-    if command.opaque is not None:
-        return None
-    words = list(command.words)
-    base = words[0]
-    exact = escape(command.text)
-    if base in _PRIVILEGED:
-        return exact
-    if base in _CODE or _INTERPRETER.fullmatch(base):
-        python = _INTERPRETER.fullmatch(base) is not None
-        if any(
-            _PYTHON_CODE_FLAG.match(word)
-            if python
-            else word in _CODE_FLAGS or word.startswith("--eval")
-            for word in words[1:]
-        ):
-            return exact
-        if base in ("awk", "gawk", "mawk", "nawk", "sed", "gsed"):
-            return exact
-        arity = 3 if words[1:2] == ["-m"] else 2
-    else:
-        arity = max(
-            (_ARITY[key] for key in _ARITY if words[: len(key.split())] == key.split()),
-            default=1,
-        )
-    prefix = words[:arity]
-    if len(prefix) < arity and arity > 1:
-        return exact
-    named = prefix[2:] if prefix[1:2] == ["-m"] else prefix[1:]  # `python3 -m MODULE`
-    if any(word.startswith("-") or "$" in word or "`" in word for word in named):
-        return exact
-    return escape(visible(" ".join(_shown(word) for word in prefix), newlines=False)) + " *"
-
-
-def escape(text: str) -> str:
-    """``text`` as a pattern that matches exactly it: ``*``, ``?`` and ``\\`` escaped."""
-    return re.sub(r"([*?\\])", r"\\\1", text)

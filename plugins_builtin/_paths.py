@@ -8,7 +8,7 @@ from typing import Any
 
 import pegboard
 
-from ._commands import escape
+from ._arity import escape
 
 __all__ = ("approval_patterns", "ask_about_path", "failure", "resolve")
 

@@ -22,8 +22,9 @@ import attrs
 
 import pegboard
 
+from ._arity import approval_pattern, escape
 from ._capture import Capture
-from ._commands import Analysis, analyse, approval_pattern, escape, visible
+from ._commands import Analysis, analyse, visible
 from ._paths import failure, resolve
 
 __all__ = ("BashInput", "Limits", "Shell")

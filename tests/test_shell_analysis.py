@@ -6,13 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pegboard.plugins_builtin._commands import (
-    Command,
-    analyse,
-    approval_pattern,
-    escape,
-    visible,
-)
+from pegboard.plugins_builtin._arity import approval_pattern, escape
+from pegboard.plugins_builtin._commands import Command, analyse, visible
 
 
 def texts(command: str) -> list[str]:
