@@ -20,6 +20,7 @@ from ._permissions import (
     PermissionRule,
     Permissions,
     Reject,
+    SavedApproval,
 )
 from ._pipeline import ExecuteEvent
 from ._plugins import PluginError, PluginInfo
@@ -67,6 +68,7 @@ __all__ = (
     "Request",
     "ResourceLink",
     "RetentionError",
+    "SavedApproval",
     "SchemaCodec",
     "SchemaError",
     "ServiceDenied",

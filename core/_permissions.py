@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import json
@@ -9,7 +10,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -26,6 +27,7 @@ __all__ = (
     "PermissionRule",
     "Permissions",
     "Reject",
+    "SavedApproval",
     "default_approvals_file",
 )
 
@@ -66,12 +68,42 @@ class PermissionRequest:
     ``resources`` are what the action touches (paths, a command); ``always`` the
     patterns to save when the user answers "always" (default: the resources);
     ``metadata`` anything the approver may show.
+
+    ``opaque`` names resources whose effect cannot be known before the action
+    runs (``eval "$x"``, a command the shell parser cannot read): no allow rule
+    and no saved approval covers them, so they are always asked, while deny and
+    ask rules still apply. ``embedding`` names resources that embed another
+    action (``echo "$(…)"``): the host's rules apply, saved approvals never do.
+    Both are subsets of ``resources``.
+
+    .. versionadded:: 0.1 ``opaque`` and ``embedding``.
     """
 
     action: str
     resources: tuple[str, ...] = attrs.field(converter=_strings)
     always: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     metadata: Mapping[str, Any] = attrs.field(factory=dict)
+    opaque: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    embedding: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+
+
+@attrs.frozen(kw_only=True)
+class SavedApproval:
+    """One "always" answer saved for a Location: a pattern and where it came from.
+
+    ``resources``, ``command`` (the request's ``command`` metadata, if any) and
+    ``at`` (UTC, ISO 8601) describe the approved request; approvals saved by
+    earlier versions carry none of them.
+    """
+
+    action: str
+    pattern: str
+    resources: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    command: str | None = None
+    at: str | None = None
+
+    def covers(self, action: str, resource: str) -> bool:
+        return action == self.action and _match(self.pattern, resource)
 
 
 @attrs.frozen
@@ -89,14 +121,18 @@ class PermissionRejected(Exception):  # noqa: N818 - reads as what happened
     """The user rejected a request without feedback: the call stops operationally."""
 
 
+_TOKENS = re.compile(r"\\[*?\\]|.", re.DOTALL)
+
+
 @functools.lru_cache(maxsize=512)
 def _compile(pattern: str) -> re.Pattern[str]:
-    body = "".join(
-        ".*" if char == "*" else "." if char == "?" else re.escape(char) for char in pattern
-    )
-    if pattern.endswith(" *"):
-        body = f"{body[:-4]}(?: .*)?"  # "git *" also matches the bare "git"
-    return re.compile(body, re.DOTALL)
+    tokens = _TOKENS.findall(pattern)
+    parts = [
+        ".*" if token == "*" else "." if token == "?" else re.escape(token[-1]) for token in tokens
+    ]
+    if tokens[-2:] == [" ", "*"]:
+        parts[-2:] = ["(?: .*)?"]  # "git *" also matches the bare "git"
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def _match(pattern: str, value: str) -> bool:
@@ -128,6 +164,14 @@ def _rules(rules: Iterable[PermissionRule | Mapping[str, str]]) -> tuple[Permiss
     return tuple(made)
 
 
+class _Question:
+    """One question on its way to the approver, and the answer others may share."""
+
+    def __init__(self) -> None:
+        self.answered = anyio.Event()
+        self.answer: Literal["once", "always"] | Reject | None = None
+
+
 class Permissions:
     """Evaluates requests against ordered rules and asks the host's approver.
 
@@ -135,6 +179,10 @@ class Permissions:
     saved approval overrides it. ``ask`` goes to the approver, unless an
     earlier "always" covers the resource; without an approver, ``ask`` means
     reject. "Always" approvals persist for the Location across restarts.
+
+    Each question waits for its own answer only: an unanswered question never
+    holds up another request, and identical questions asked at the same time
+    share one answer.
     """
 
     def __init__(
@@ -147,12 +195,19 @@ class Permissions:
         self.rules = _rules(rules)
         self._approver = approver
         self._file = approvals_file
-        self._saved: list[tuple[str, str]] | None = None
-        self._lock = anyio.Lock()
+        self._saved: list[SavedApproval] | None = None
+        self._file_lock = anyio.Lock()  # held for file access only, never across a question
+        self._asking: dict[tuple[Any, ...], _Question] = {}
 
-    def evaluate(self, action: str, resource: str) -> Effect:
-        """The effect of the rules alone on one action and resource."""
+    def evaluate(self, action: str, resource: str, *, opaque: bool = False) -> Effect:
+        """The effect of the rules alone on one action and resource.
+
+        For an ``opaque`` resource allow rules do not count: it is denied,
+        or asked.
+        """
         for rule in reversed(self.rules):
+            if opaque and rule.effect == "allow":
+                continue
             if rule.matches(action, resource):
                 return rule.effect
         return "ask"
@@ -165,8 +220,15 @@ class Permissions:
         """
         if not request.resources:
             raise ValueError("a permission request names at least one resource")
+        strays = set(request.opaque + request.embedding) - set(request.resources)
+        if strays:
+            raise ValueError(
+                f"opaque and embedding name resources of the request; {sorted(strays)} are not"
+            )
+        opaque = set(request.opaque)
         effects = {
-            resource: self.evaluate(request.action, resource) for resource in request.resources
+            resource: self.evaluate(request.action, resource, opaque=resource in opaque)
+            for resource in request.resources
         }
         denied = [resource for resource, effect in effects.items() if effect == "deny"]
         if denied:
@@ -174,69 +236,155 @@ class Permissions:
                 f"permission denied: {request.action} on {', '.join(denied)} is denied by "
                 "this Location's rules"
             )
-        async with self._lock:
-            saved = await self._load()
-            pending = [
-                resource
-                for resource, effect in effects.items()
-                if effect == "ask"
-                and not any(
-                    action == request.action and _match(pattern, resource)
-                    for action, pattern in saved
-                )
-            ]
-            if not pending:
-                return
-            if self._approver is None:
-                raise PermissionRejected(
-                    f"{request.action} on {', '.join(pending)} needs approval and this host "
-                    "has no approver"
-                )
-            answer = await self._approver(request)
-            if answer == "once":
-                return
-            if answer == "always":
-                patterns = request.always or request.resources
-                saved.extend((request.action, pattern) for pattern in patterns)
-                await self._store(saved)
-                return
-            if isinstance(answer, Reject):
-                if answer.message:
-                    raise ToolFailure(f"the user rejected {request.action}: {answer.message}")
-                raise PermissionRejected(f"the user rejected {request.action}")
-            raise TypeError(
-                f"the approver answered {answer!r}; answer 'once', 'always' or pegboard.Reject(...)"
+        saved = await self._load()
+        unsaved = opaque | set(request.embedding)
+        pending = [
+            resource
+            for resource, effect in effects.items()
+            if effect == "ask"
+            and (
+                resource in unsaved
+                or not any(approval.covers(request.action, resource) for approval in saved)
             )
+        ]
+        if not pending:
+            return
+        if self._approver is None:
+            raise PermissionRejected(
+                f"{request.action} on {', '.join(pending)} needs approval and this host "
+                "has no approver"
+            )
+        answer = await self._question(request, self._approver)
+        if answer == "once":
+            return
+        if answer == "always":
+            await self._save(request)
+            return
+        if isinstance(answer, Reject):
+            if answer.message:
+                raise ToolFailure(f"the user rejected {request.action}: {answer.message}")
+            raise PermissionRejected(f"the user rejected {request.action}")
+        raise TypeError(
+            f"the approver answered {answer!r}; answer 'once', 'always' or pegboard.Reject(...)"
+        )
 
-    async def _load(self) -> list[tuple[str, str]]:
-        if self._saved is None:
+    async def _question(
+        self, request: PermissionRequest, approver: Approver
+    ) -> Literal["once", "always"] | Reject:
+        """The approver's answer to ``request``, shared with identical questions meanwhile."""
+        # Identical means all the approver would see: the metadata too (the workdir of a command).
+        shown = json.dumps(request.metadata, sort_keys=True, default=repr)
+        key = (request.action, request.resources, request.opaque, request.embedding,
+               request.always, shown)  # fmt: skip
+        while (waiting := self._asking.get(key)) is not None:
+            await waiting.answered.wait()
+            if waiting.answer is not None:
+                return waiting.answer
+            # The one who asked was cancelled or failed: ask again ourselves.
+        question = self._asking[key] = _Question()
+        try:
+            question.answer = await approver(request)
+            return question.answer
+        finally:
+            del self._asking[key]
+            question.answered.set()
+
+    async def approvals(self) -> tuple[SavedApproval, ...]:
+        """The saved "always" approvals of this Location, oldest first, read afresh."""
+        async with self._file_lock:
             self._saved = await anyio.to_thread.run_sync(self._read)
+            return tuple(self._saved)
+
+    async def revoke(self, *approvals: SavedApproval) -> int:
+        """Forget ``approvals`` (matched by action and pattern); return how many went."""
+        gone = {(approval.action, approval.pattern) for approval in approvals}
+        async with self._file_lock:
+            before, saved = await anyio.to_thread.run_sync(self._rewrite, gone, [])
+            self._saved = saved
+        return before - len(saved)
+
+    async def _load(self) -> list[SavedApproval]:
+        if self._saved is None and self._file is None:
+            self._saved = []
+        if self._saved is None:
+            async with self._file_lock:
+                if self._saved is None:
+                    self._saved = await anyio.to_thread.run_sync(self._read)
         return self._saved
 
-    def _read(self) -> list[tuple[str, str]]:
+    async def _save(self, request: PermissionRequest) -> None:
+        command = request.metadata.get("command")
+        at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        made = [
+            SavedApproval(
+                action=request.action,
+                pattern=pattern,
+                resources=request.resources,
+                command=command if isinstance(command, str) else None,
+                at=at,
+            )
+            for pattern in (request.always or self._resources_to_save(request))
+        ]
+        async with self._file_lock:
+            _, self._saved = await anyio.to_thread.run_sync(self._rewrite, set(), made)
+
+    @staticmethod
+    def _resources_to_save(request: PermissionRequest) -> tuple[str, ...]:
+        # Never an opaque or embedding resource: no saved approval may cover those.
+        unsaved = set(request.opaque) | set(request.embedding)
+        return tuple(resource for resource in request.resources if resource not in unsaved)
+
+    def _read(self) -> list[SavedApproval]:
         if self._file is None:
-            return []
+            return list(self._saved or ())
         try:
             data = json.loads(self._file.read_text(encoding="utf-8"))
-            return [(str(item["action"]), str(item["pattern"])) for item in data["approvals"]]
+            return [_approval(item) for item in data["approvals"]]
         except FileNotFoundError:
             return []
         except (OSError, ValueError, KeyError, TypeError) as error:
             logger.warning("ignoring unreadable saved approvals in %s: %s", self._file, error)
             return []
 
-    async def _store(self, saved: Sequence[tuple[str, str]]) -> None:
-        if self._file is not None:
-            self._saved = await anyio.to_thread.run_sync(self._write, list(saved))
+    def _rewrite(
+        self, gone: set[tuple[str, str]], added: list[SavedApproval]
+    ) -> tuple[int, list[SavedApproval]]:
+        """Drop ``gone`` from the file and append ``added``; (count before, what is saved now).
 
-    def _write(self, saved: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        assert self._file is not None
-        # Another Location on the same root may have saved approvals since we
-        # loaded ours: keep theirs too instead of overwriting them.
-        merged = list(dict.fromkeys([*self._read(), *saved]))
+        Read afresh first: another Location on the same root may have saved
+        or revoked approvals since we loaded ours.
+        """
+        current = self._read()
+        known = {(item.action, item.pattern) for item in current}
+        kept = [item for item in current if (item.action, item.pattern) not in gone]
+        kept += [item for item in added if (item.action, item.pattern) not in known]
+        if self._file is None:
+            return len(current), kept
         self._file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        data = {"approvals": [{"action": a, "pattern": p} for a, p in merged]}
+        data = {"approvals": [_record(item) for item in kept]}
         temporary = self._file.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        temporary.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        temporary.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
         os.replace(temporary, self._file)
-        return merged
+        return len(current), kept
+
+
+def _approval(item: Mapping[str, Any]) -> SavedApproval:
+    approved = item.get("approved") or {}
+    return SavedApproval(
+        action=str(item["action"]),
+        pattern=str(item["pattern"]),
+        resources=[str(resource) for resource in approved.get("resources", ())],
+        command=None if approved.get("command") is None else str(approved["command"]),
+        at=None if approved.get("at") is None else str(approved["at"]),
+    )
+
+
+def _record(approval: SavedApproval) -> dict[str, Any]:
+    """One approval as the file holds it; ``action`` and ``pattern`` as in earlier versions."""
+    record: dict[str, Any] = {"action": approval.action, "pattern": approval.pattern}
+    if approval.at is not None:
+        approved: dict[str, Any] = {"resources": list(approval.resources), "at": approval.at}
+        if approval.command is not None:
+            approved["command"] = approval.command
+        record["approved"] = approved
+    return record

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pegboard
 
 from ._files import Files
@@ -12,19 +14,27 @@ __all__ = ("activate_location",)
 
 
 @pegboard.hookimpl
-async def activate_location(tools: pegboard.Tools, services: pegboard.Services) -> None:
+async def activate_location(
+    tools: pegboard.Tools, services: pegboard.Services
+) -> AsyncIterator[None]:
     """Register read, write, edit, glob, grep and bash, capturing the trusted services.
 
     The bash tool spools long output into the Location's managed storage, so
     a spool file is kept, readable and pruned exactly like retained output.
+    No command outlives the Location: closing it stops those still running.
     """
     filesystem: pegboard.Filesystem = services.filesystem
     permissions: pegboard.Permissions = services.permissions
     storage: pegboard.ManagedStorage = services.storage
+    shell = Shell(filesystem, permissions, storage.directory)
     tools.register(
         {
             **Files(filesystem, permissions).tools(),
             **Search(filesystem, permissions).tools(),
-            **Shell(filesystem, permissions, storage.directory).tools(),
+            **shell.tools(),
         }
     )
+    try:
+        yield
+    finally:
+        await shell.close()

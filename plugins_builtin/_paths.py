@@ -8,6 +8,8 @@ from typing import Any
 
 import pegboard
 
+from ._arity import escape
+
 __all__ = ("approval_patterns", "ask_about_path", "failure", "resolve")
 
 
@@ -49,11 +51,15 @@ def failure(
 
 
 def approval_patterns(shown: str, *, directory: bool) -> tuple[str, ...]:
-    """What answering "always" approves: the folder that holds ``shown``, and below it."""
+    """What answering "always" approves: the folder that holds ``shown``, and below it.
+
+    Never ``*``: at the root, only what was asked about (the root itself, or
+    that one file), so one "always" never approves the whole Location.
+    """
     folder = shown if directory else posixpath.dirname(shown)
     if folder in ("", "."):
-        return ("*",)
-    return (folder, f"{folder}/*")
+        return (escape(shown),)
+    return (escape(folder), f"{escape(folder)}/*")
 
 
 async def ask_about_path(

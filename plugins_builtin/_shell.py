@@ -9,6 +9,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ import attrs
 
 import pegboard
 
+from ._arity import approval_pattern, escape
 from ._capture import Capture
-from ._commands import approval_patterns, simple_commands
+from ._commands import Analysis, analyse, visible
 from ._paths import failure, resolve
 
 __all__ = ("BashInput", "Limits", "Shell")
@@ -35,6 +37,12 @@ _READ_BYTES = 1 << 20
 _DRAIN_SECONDS = 0.25
 # How often the reading thread looks for cancellation.
 _POLL_MILLISECONDS = 100
+# Linux: the command runs under a child subreaper that stops everything it
+# started, even what left its process group. Elsewhere: the process group only.
+_REAPER = Path(__file__).with_name("_reaper.py")
+_SUBREAPER = sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
+# How long the subreaper may take to stop everything beyond its own grace.
+_REAPER_MARGIN = 1.0
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +106,21 @@ class Shell:
         self._spool_dir = spool_dir
         self._limits = limits or Limits()
         self.program = shutil.which("bash") or "/bin/sh"
+        #: The process groups of the commands running now.
+        self._running: set[int] = set()
+
+    async def close(self) -> None:
+        """Stop every command still running, as its timeout would: for the Location's close."""
+        groups = list(self._running)
+        for group in groups:
+            _signal_group(group, signal.SIGTERM)
+        margin = _REAPER_MARGIN if _SUBREAPER else 0.0
+        with anyio.move_on_after(self._limits.grace_seconds + margin):
+            # Nothing signals a process group's end; it is polled, briefly.
+            while any(_signal_group(group, 0) for group in groups):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        for group in groups:
+            _signal_group(group, signal.SIGKILL)
 
     def tools(self) -> dict[str, pegboard.Tool]:
         """The tools by authored name."""
@@ -116,15 +139,7 @@ class Shell:
             )
         workdir = self._workdir(input.workdir)
         shown = self._filesystem.relative(workdir)
-        parts = simple_commands(command)
-        await self._permissions.ask(
-            pegboard.PermissionRequest(
-                action="bash",
-                resources=[command, *(parts if len(parts) > 1 else ())],
-                always=approval_patterns(command, parts),
-                metadata={"command": command, "workdir": shown, "timeout": timeout},
-            )
-        )
+        await self._ask(command, analyse(command), workdir, shown, timeout)
         capture = Capture(
             self._spool_dir,
             head_bytes=self._limits.head_bytes,
@@ -141,6 +156,67 @@ class Shell:
             seconds=anyio.current_time() - started,
             workdir=shown,
         )
+
+    async def _ask(
+        self, command: str, analysis: Analysis, workdir: Path, shown: str, seconds: float
+    ) -> None:
+        """Ask for every command the line runs, then for ``edit`` on every file it writes."""
+        metadata: dict[str, Any] = {
+            "command": visible(command),
+            "workdir": shown,
+            "timeout": seconds,
+        }
+        if analysis.unreadable is not None:
+            whole = visible(command, newlines=False)
+            metadata["unreadable"] = analysis.unreadable
+            await self._permissions.ask(
+                pegboard.PermissionRequest(
+                    action="bash", resources=[whole], opaque=[whole], metadata=metadata
+                )
+            )
+            return
+        commands = analysis.commands
+        resources = list(dict.fromkeys(item.text for item in commands))
+        if not resources:  # assignments or comments only: nothing runs
+            resources = [visible(command, newlines=False)]
+        opaque = [item.text for item in commands if item.opaque is not None]
+        patterns = [approval_pattern(item) for item in commands]
+        metadata["opaque"] = {item.text: item.opaque for item in commands if item.opaque}
+        await self._permissions.ask(
+            pegboard.PermissionRequest(
+                action="bash",
+                resources=resources,
+                opaque=opaque,
+                embedding=[item.text for item in commands if item.embeds],
+                always=list(dict.fromkeys(p for p in patterns if p is not None)),
+                metadata=metadata,
+            )
+        )
+        paths = self._written(analysis, workdir)
+        if paths:
+            await self._permissions.ask(
+                pegboard.PermissionRequest(
+                    action="edit",
+                    resources=list(paths),
+                    opaque=[path for path, unknown in paths.items() if unknown],
+                    always=[escape(path) for path, unknown in paths.items() if not unknown],
+                    metadata={"command": metadata["command"], "workdir": shown, "redirected": True},
+                )
+            )
+
+    def _written(self, analysis: Analysis, workdir: Path) -> dict[str, bool]:
+        """The files the line writes as path rules see them, each with whether it is unknown."""
+        # A `cd` anywhere may move a relative path: where it writes is known only then.
+        moves = any(item.words[0] in ("cd", "pushd", "popd") for item in analysis.commands)
+        paths: dict[str, bool] = {}
+        for write in analysis.writes:
+            path = os.path.expanduser(write.path)
+            if write.dynamic or (moves and not os.path.isabs(path)):
+                paths[visible(write.path, newlines=False)] = True
+            else:
+                real = Path(os.path.realpath(workdir / path))  # a link is judged by its target
+                paths.setdefault(visible(self._filesystem.relative(real), newlines=False), False)
+        return paths
 
     def _workdir(self, workdir: str | None) -> Path:
         real = resolve(self._filesystem, "." if workdir is None else workdir)
@@ -168,7 +244,7 @@ class Shell:
             os.set_blocking(reader, False)
             try:
                 process = await anyio.open_process(
-                    [self.program, "-c", command],
+                    self._argv(command),
                     cwd=workdir,
                     stdin=subprocess.DEVNULL,
                     stdout=writer,
@@ -182,6 +258,7 @@ class Shell:
             finally:
                 os.close(writer)  # the output ends when the group's last writer does
             finished = False
+            self._running.add(process.pid)
             try:
                 with anyio.move_on_after(timeout) as deadline:
                     await self._pump(reader, process, capture, context)
@@ -189,8 +266,9 @@ class Shell:
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
-                        await _stop(process, self._limits.grace_seconds)
+                        await _stop(process, self._limits.grace_seconds, reaper=_SUBREAPER)
                     finally:
+                        self._running.discard(process.pid)
                         if finished:
                             capture.close()
                         else:
@@ -198,6 +276,22 @@ class Shell:
             return await process.wait(), deadline.cancelled_caught
         finally:
             os.close(reader)
+
+    def _argv(self, command: str) -> list[str]:
+        if not _SUBREAPER:
+            return [self.program, "-c", command]
+        grace = f"{self._limits.grace_seconds:g}"
+        return [
+            sys.executable,
+            "-I",
+            "-S",
+            str(_REAPER),
+            grace,
+            f"{_DRAIN_SECONDS:g}",
+            self.program,
+            "-c",
+            command,
+        ]
 
     async def _pump(
         self,
@@ -281,11 +375,15 @@ def _signal_group(group: int, number: int) -> bool:
     return True
 
 
-async def _stop(process: anyio.abc.Process, grace: float) -> None:
-    """End the process group: SIGTERM, then SIGKILL after ``grace`` seconds; reap the shell."""
-    group = process.pid  # start_new_session made the shell its group's leader
+async def _stop(process: anyio.abc.Process, grace: float, *, reaper: bool) -> None:
+    """End the process group: SIGTERM, then SIGKILL after ``grace`` seconds; reap the shell.
+
+    Under the subreaper, which stops everything below it itself, the group's
+    SIGKILL is a fallback only.
+    """
+    group = process.pid  # start_new_session made the shell (or its reaper) the group's leader
     if _signal_group(group, signal.SIGTERM):
-        with anyio.move_on_after(grace):
+        with anyio.move_on_after(grace + _REAPER_MARGIN if reaper else grace):
             await process.wait()
             # Nothing signals a process group's end; it is polled, briefly.
             while _signal_group(group, 0):  # noqa: ASYNC110

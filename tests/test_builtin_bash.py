@@ -7,6 +7,7 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -14,7 +15,6 @@ from builtin_calls import call, failure, metadata, opened, running, text
 
 import pegboard
 from pegboard.plugins_builtin._capture import Capture
-from pegboard.plugins_builtin._commands import approval_patterns, simple_commands
 
 pytestmark = pytest.mark.anyio
 
@@ -318,30 +318,360 @@ def test_a_discarded_spool_is_deleted(tmp_path: Path) -> None:
     assert [] == list(tmp_path.iterdir())
 
 
-# Reading a command for its permission request.
+# Permissions: every form of running `rm` is seen, whatever hides it.
+
+#: Shell forms that delete the folder `target` when they run.
+DELETING = [
+    "rm -rf target",
+    "/bin/rm -rf target",
+    "\\rm -rf target",
+    "'rm' -rf target",
+    '"r"m -rf target',
+    "r''m -rf target",
+    "$'\\x72m' -rf target",
+    "FOO=1 BAR=2 rm -rf target",
+    "r\\\nm -rf target",
+    "ls; rm -rf target",
+    "ls && rm -rf target",
+    "false || rm -rf target",
+    "ls\nrm -rf target",
+    "ls | rm -rf target",
+    "ls |& rm -rf target",
+    "rm -rf target & wait",
+    "(rm -rf target)",
+    "{ rm -rf target; }",
+    "if true; then rm -rf target; fi",
+    "if false; then :; else rm -rf target; fi",
+    "for i in 1; do rm -rf target; done",
+    "for ((i=0; i<1; i++)); do rm -rf target; done",
+    "while true; do rm -rf target; break; done",
+    "until false; do rm -rf target; break; done",
+    "case x in x) rm -rf target;; esac",
+    "select v in a; do rm -rf target; break; done <<< 1",
+    "f() { rm -rf target; }; f",
+    "function f { rm -rf target; }; f",
+    "echo $(rm -rf target)",
+    'echo "$(rm -rf target)"',
+    "echo `rm -rf target`",
+    'echo "`rm -rf target`"',
+    "cat <(rm -rf target)",
+    "ls > >(rm -rf target)",
+    "git status <(rm -rf target)",
+    "a=$(rm -rf target)",
+    "[[ -n $(rm -rf target) ]]",
+    "echo ${v:-$(rm -rf target)}",
+    "cat <<EOF\n$(rm -rf target)\nEOF",
+    "cat <<< $(rm -rf target)",
+    "time rm -rf target",
+    "! rm -rf target",
+    "coproc rm -rf target; wait",
+    "coproc w { rm -rf target; }; wait",
+    "env rm -rf target",
+    "env -i FOO=1 rm -rf target",
+    "command rm -rf target",
+    "exec rm -rf target",
+    "nohup rm -rf target",
+    "nice -n 5 rm -rf target",
+    "timeout 5 rm -rf target",
+    "stdbuf -o0 rm -rf target",
+    "echo target | xargs rm -rf",
+    "find . -maxdepth 1 -name target -exec rm -rf {} +",
+    "find . -maxdepth 1 -name target -execdir rm -rf {} \\;",
+    "sh -c 'rm -rf target'",
+    'bash -c "rm -rf target"',
+    "bash -c 'sh -c \"rm -rf target\"'",
+    "trap 'rm -rf target' EXIT",
+    "eval 'rm -rf target'",
+    "x=rm; $x -rf target",
+    "x='rm -rf target'; sh -c \"$x\"",
+    "echo 'rm -rf target' | bash",
+    "f=$(mktemp); echo 'rm -rf target' > $f; . $f",
+    "PATH=/bin:$PATH rm -rf target",
+    "x='a[$(rm -rf target)]'; echo $((x))",
+    "PS4='$(rm -rf target)'; set -x; true",
+    "time ! rm -rf target",
+    "git -c alias.x='!rm -rf target' x",
+]
+#: An allow-list a cautious host might give.
+ALLOW_LIST = [
+    {"action": "bash", "resource": pattern, "effect": "allow"}
+    for pattern in ("git *", "ls *", "echo *", "cat *", "find *", "true", "false", "wait", ":")
+]
+DENY_RM = [
+    {"action": "*", "resource": "*", "effect": "allow"},
+    {"action": "bash", "resource": "rm *", "effect": "deny"},
+]
+
+
+class Refuser:
+    """Refuses every question (with feedback), recording what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[pegboard.PermissionRequest] = []
+
+    async def __call__(self, request: pegboard.PermissionRequest) -> pegboard.Reject:
+        self.asked.append(request)
+        return pegboard.Reject("not this")
+
+
+async def approve(request: pegboard.PermissionRequest) -> str:
+    return "once"
+
+
+def test_the_corpus_holds_forty_forms_and_more() -> None:
+    assert len(set(DELETING)) >= 40
+
+
+async def run_form(
+    host: pegboard.Host, root: Path, storage: Path, form: str, **options: Any
+) -> pegboard.Outcome:
+    target = root / "target"
+    target.mkdir(exist_ok=True)
+    (target / "keep.txt").write_text("kept")
+    async with opened(host, root, storage, **options) as location:
+        return await call(location, "bash", command=form, timeout=10)
+
+
+@pytest.mark.parametrize("form", DELETING)
+async def test_each_form_deletes_the_folder_when_approved(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, form: str
+) -> None:
+    """The corpus is real: approved, each form does delete `target`."""
+    outcome = await run_form(host, workspace, storage_dir, form, permissions=(), approver=approve)
+    assert isinstance(outcome, pegboard.Completed), outcome
+    assert not (workspace / "target").exists(), text(outcome)
+
+
+@pytest.mark.parametrize("form", DELETING)
+@pytest.mark.parametrize("rules", [DENY_RM, ALLOW_LIST], ids=["deny-rm", "allow-list"])
+async def test_no_form_deletes_the_folder_against_the_rules(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    form: str,
+    rules: list[dict[str, str]],
+) -> None:
+    """With `allow *` then `deny rm *`, or an allow-list, every form is denied or asked."""
+    refuser = Refuser()
+    outcome = await run_form(
+        host, workspace, storage_dir, form, permissions=rules, approver=refuser
+    )
+    assert isinstance(outcome, pegboard.Failed), text(outcome)
+    assert (workspace / "target" / "keep.txt").exists()
+
+
+class Answers:
+    """Answers 'always' to the first question and refuses the rest, recording them all."""
+
+    def __init__(self) -> None:
+        self.asked: list[pegboard.PermissionRequest] = []
+
+    async def __call__(self, request: pegboard.PermissionRequest) -> str | pegboard.Reject:
+        self.asked.append(request)
+        return "always" if len(self.asked) == 1 else pegboard.Reject("not this")
 
 
 @pytest.mark.parametrize(
-    ("command", "parts"),
+    ("approved", "escalation"),
     [
-        ("ls -la", ["ls -la"]),
-        ("ls && rm -rf build", ["ls", "rm -rf build"]),
-        ("git log | head -5; echo done &", ["git log", "head -5", "echo done"]),
-        ("echo 'a; rm x' | wc", ["echo a; rm x", "wc"]),
-        ("ls\nrm x", ["ls", "rm x"]),
-        ("echo $(rm x)", ["echo $", "rm x"]),
-        ("echo `rm x`", ["echo", "rm x"]),
-        ("FOO=1 BAR=2 rm x", ["rm x"]),
-        ("echo a#b; rm x", ["echo a#b", "rm x"]),
-        ("make 2>&1 | tee log", ["make 2 >& 1", "tee log"]),
-        ("echo 'unclosed", []),
+        ("echo hello", 'echo "$(rm -rf target)"'),
+        ("echo hello", "echo `rm -rf target`"),
+        ("echo hello", "echo hi; rm -rf target"),
+        ("ls", "ls $(rm -rf target)"),
+        ("git status", "git status <(rm -rf target)"),
+        ("git status", "git push --force"),
+        ("python3 -c 'print(1)'", "python3 -c 'import shutil; shutil.rmtree(\"target\")'"),
+        ("npm run test", "npm run deploy"),
+        ("eval 'echo hi'", "eval 'echo hi'"),
+        ("echo hi > notes.txt", "echo hi > .env"),
+        ("cat notes.txt", "cat notes.txt | sh"),
+        ("find . -name '*.txt'", "find target -delete"),
+        (
+            "python3 - <<EOF\nprint(1)\nEOF",
+            "python3 - <<EOF\nimport shutil; shutil.rmtree('target')\nEOF",
+        ),
     ],
 )
-def test_simple_commands(command: str, parts: list[str]) -> None:
-    """Chains split at their operators, quotes honoured, nothing hidden by '#'."""
-    assert parts == simple_commands(command)
+async def test_always_escalation_cases_ask_again(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, approved: str, escalation: str
+) -> None:
+    """'Always' on one command never lets a wider or embedding one run unasked."""
+    answers = Answers()
+    (workspace / "target").mkdir()
+    async with opened(host, workspace, storage_dir, permissions=(), approver=answers) as location:
+        await call(location, "bash", command=approved)
+        first = len(answers.asked)
+        outcome = await call(location, "bash", command=escalation)
+    assert len(answers.asked) > first, "asked nothing"
+    assert isinstance(outcome, pegboard.Failed)
+    assert (workspace / "target").exists()
 
 
-def test_approval_patterns_are_first_words() -> None:
-    assert ("git *", "rm *") == approval_patterns("", ["git log", "rm x", "git status"])
-    assert ("echo *",) == approval_patterns("echo 'unclosed", [])
+async def test_always_saves_a_pattern_per_analysed_command(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """'always' on a chain saves each command's prefix; those commands then run unasked."""
+    answers = Answers()
+    async with opened(host, workspace, storage_dir, permissions=(), approver=answers) as location:
+        await call(location, "bash", command="git status --short && echo hello")
+        outcome = await call(location, "bash", command="echo other; git status")
+        saved = await location.permissions.approvals()
+    assert isinstance(outcome, pegboard.Completed)
+    assert 1 == len(answers.asked)
+    assert ["git status *", "echo *"] == [approval.pattern for approval in saved]
+    assert "git status --short && echo hello" == saved[0].command
+
+
+async def test_redirections_ask_for_edit_and_path_rules_apply(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Writing by `>`, `>>`, `&>` or `tee` is an edit of that path, relative to the root."""
+    (workspace / "src").mkdir()
+    (workspace / "link").symlink_to(".env")  # a link is judged by where it points
+    rules = [*DENY_RM, {"action": "edit", "resource": ".env", "effect": "deny"}]
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        for command, workdir in [
+            ("echo x > .env", None),
+            ("echo x >> ../.env", "src"),
+            ("echo x &> .env", None),
+            ("echo x | tee -a notes .env", None),
+            ("echo x > link", None),
+        ]:
+            outcome = await call(location, "bash", command=command, workdir=workdir)
+            assert "permission denied: edit on .env" in failure(outcome), command
+        assert isinstance(
+            await call(location, "bash", command="echo x > notes"), pegboard.Completed
+        )
+    assert not (workspace / ".env").exists()
+
+
+async def test_a_write_to_a_path_known_only_when_it_runs_is_asked(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    refuser = Refuser()
+    async with opened(host, workspace, storage_dir, approver=refuser) as location:
+        outcome = await call(location, "bash", command='f=.env; echo x > "$f"')
+        moved = await call(location, "bash", command="cd /tmp && echo x > file")
+    assert isinstance(outcome, pegboard.Failed)
+    assert isinstance(moved, pegboard.Failed)
+    assert [("edit", ("$f",), ("$f",)), ("edit", ("file",), ("file",))] == [
+        (asked.action, asked.resources, asked.opaque) for asked in refuser.asked
+    ]
+
+
+async def test_an_unreadable_command_is_asked_whole_under_allow_all(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    refuser = Refuser()
+    async with opened(host, workspace, storage_dir, approver=refuser) as location:
+        outcome = await call(location, "bash", command="echo 'unclosed; rm -rf target")
+    assert isinstance(outcome, pegboard.Failed)
+    [asked] = refuser.asked
+    assert asked.resources == asked.opaque == ("echo 'unclosed; rm -rf target",)
+    assert "cannot read" in asked.metadata["unreadable"]
+
+
+async def test_the_approver_sees_control_characters_escaped(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A carriage return and a terminal escape cannot hide `rm -rf ~` behind `ls -la`."""
+    refuser = Refuser()
+    command = "rm -rf ~ #\r\x1b[2Kls -la"
+    async with opened(host, workspace, storage_dir, permissions=(), approver=refuser) as location:
+        await call(location, "bash", command=command)
+    [asked] = refuser.asked
+    assert "rm -rf ~ #\\r\\x1b[2Kls -la" == asked.metadata["command"]
+    assert ("rm -rf '~'",) == asked.resources or ("rm -rf ~",) == asked.resources
+    assert all("\x1b" not in resource and "\r" not in resource for resource in asked.resources)
+
+
+# No process outlives its call.
+
+ESCAPES = {
+    "setsid": "setsid sh -c 'echo $$ > pids; exec sleep 100' > /dev/null 2>&1 &",
+    "setsid -f": "setsid -f sh -c 'echo $$ > pids; exec sleep 100' > /dev/null 2>&1",
+    "double fork": "( (sh -c 'echo $$ > pids; exec sleep 100' &) & ) > /dev/null 2>&1",
+    "nohup &": "nohup sh -c 'echo $$ > pids; exec sleep 100' > /dev/null 2>&1 &",
+    "setsid, TERM ignored": (
+        "setsid sh -c 'trap \"\" TERM; echo $$ > pids; while :; do sleep 0.1; done' "
+        "> /dev/null 2>&1 &"
+    ),
+}
+#: Waits until the escaped process has written its ID (the machine may be slow).
+WRITTEN = "while [ ! -s pids ]; do sleep 0.02; done"
+needs_subreaper = pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="other platforms stop the process group only"
+)
+
+
+@needs_subreaper
+@pytest.mark.parametrize("command", ESCAPES.values(), ids=ESCAPES.keys())
+async def test_what_leaves_the_group_is_gone_when_the_call_completes(
+    location: pegboard.Location, workspace: Path, command: str
+) -> None:
+    """setsid, a double fork, nohup … &: none of them survives the call that started it."""
+    started = time.monotonic()
+    outcome = await call(location, "bash", command=f"{command}\n{WRITTEN}; echo done")
+    assert "done" in text(outcome)
+    assert time.monotonic() - started < 8
+    assert await gone(*await pids_in(workspace / "pids", 1))
+
+
+@needs_subreaper
+async def test_what_leaves_the_group_is_gone_at_the_timeout(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    outcome = await call(
+        location,
+        "bash",
+        command=f"{ESCAPES['setsid, TERM ignored']}\n{WRITTEN}; sleep 30",
+        timeout=2,
+    )
+    assert metadata(outcome)["timed_out"]
+    assert await gone(*await pids_in(workspace / "pids", 1))
+
+
+@needs_subreaper
+async def test_what_leaves_the_group_is_gone_when_the_call_is_cancelled(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                lambda: call(location, "bash", command=f"{ESCAPES['setsid']} sleep 100")
+            )
+            pids = await pids_in(workspace / "pids", 1)
+            group.cancel_scope.cancel()
+    assert await gone(*pids)
+
+
+async def test_the_exit_status_is_the_commands_own(location: pegboard.Location) -> None:
+    """Under the subreaper, an exit code and a killing signal are reported as the shell's."""
+    assert 7 == metadata(await call(location, "bash", command="exit 7"))["exit_code"]
+    killed = metadata(await call(location, "bash", command="kill -KILL $$"))
+    assert (None, "SIGKILL") == (killed["exit_code"], killed["signal"])
+
+
+async def test_a_broken_pipe_ends_a_writer_quietly(location: pegboard.Location) -> None:
+    """The command gets SIGPIPE's default action, as from a terminal: no error text."""
+    outcome = await call(location, "bash", command="yes | head -c 5")
+    assert "y\ny\ny\n\n(exit code 0)" == text(outcome)
+
+
+@needs_subreaper
+async def test_what_a_running_call_started_is_gone_when_the_location_closes(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A call still running when its Location closes is stopped, with all it started."""
+    outcomes: list[pegboard.Outcome] = []
+
+    async def run(location: pegboard.Location) -> None:
+        outcomes.append(await call(location, "bash", command=f"{ESCAPES['setsid']} sleep 100"))
+
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as group:
+            async with opened(host, workspace, storage_dir) as location:
+                group.start_soon(run, location)
+                pids = await pids_in(workspace / "pids", 1)
+            assert await gone(*pids)
+    assert "SIGTERM" == metadata(outcomes[0])["signal"]

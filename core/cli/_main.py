@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _check, _location, _new, _plugins, _serve
+from . import _check, _location, _new, _permissions, _plugins, _serve
 from ._common import Exit, Parser, UsageError, print_error
 
 __all__ = ("build_parser", "main")
@@ -15,7 +15,7 @@ __all__ = ("build_parser", "main")
 # Each module adds its commands with `add(commands)` and sets `run` on them.
 # Modules import only the standard library at the top: `pegboard --help`
 # must stay cheap.
-_COMMANDS = (_plugins, _location, _serve, _check, _new)
+_COMMANDS = (_plugins, _location, _serve, _permissions, _check, _new)
 
 
 def build_parser() -> argparse.ArgumentParser:
