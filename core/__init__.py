@@ -4,7 +4,7 @@ from pegboard.hookspecs import hookimpl
 
 from ._bounding import OutputLimits
 from ._codec import AttrsCodec, Codec, SchemaCodec
-from ._config import ConfigError
+from ._config import ConfigError, permission_rules
 from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
 from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
 from ._filesystem import Filesystem, OutsideLocationError
@@ -82,6 +82,7 @@ __all__ = (
     "Tools",
     "effective_name",
     "hookimpl",
+    "permission_rules",
     "thaw",
     "tool",
 )
