@@ -264,8 +264,13 @@ async def test_a_served_location_mounts_over_http(
         served.location(served_root, plugins=[]) as location,
         anyio.create_task_group() as tasks,
     ):
-        tasks.start_soon(lambda: pegboard.mcp.serve(location, transport="http", port=port))
-        remote = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Test": "1"}}
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(location, transport="http", port=port, token="s3cret")
+        )
+        remote = {
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": "Bearer s3cret"},
+        }
         with anyio.fail_after(20):
             while True:  # until uvicorn listens
                 async with mounted(host, mounting_root, {"far": remote}) as mounting:

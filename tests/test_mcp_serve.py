@@ -21,7 +21,7 @@ import pegboard
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'pegboard[mcp]'")
 
 import mcp_types as types
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, StdioServerParameters
 
 import pegboard.mcp
 
@@ -118,8 +118,9 @@ async def served(
     host: pegboard.Host, workspace: Path, storage_dir: Path, calls: Calls
 ) -> AsyncIterator[pegboard.Location]:
     calls.register(host.tools)
+    approver = pegboard.mcp.ClientApprover(client_approval=True)
     async with host.location(
-        workspace, plugins=[], storage=storage_dir, approver=pegboard.mcp.ClientApprover()
+        workspace, plugins=[], storage=storage_dir, approver=approver
     ) as location:
         yield location
 
@@ -334,11 +335,13 @@ async def test_permissions_that_ask_elicit_the_client(
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_without_elicitation_an_ask_is_rejected(served: pegboard.Location, era: str) -> None:
-    """A client that cannot be asked gets an error response: the call could not settle."""
+    """A client that cannot be asked gets a tool result with isError naming the rule to add."""
     served.tools.register({"launch": _launcher(served.permissions, [])})
     async with client(served, era) as mcp:
-        with pytest.raises(MCPError, match="needs approval and the MCP client does not support"):
-            await mcp.call_tool("launch", {})
+        result = await mcp.call_tool("launch", {})
+    assert result.is_error
+    assert "needs approval and the MCP client does not support" in result.content[0].text
+    assert "--allow launch:rocket" in result.content[0].text
 
 
 PLUGIN = """

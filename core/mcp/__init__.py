@@ -5,7 +5,7 @@ Needs the ``mcp`` extra: ``pip install 'pegboard[mcp]'``.
 
 from ._approver import ClientApprover
 from ._content import from_mcp_content, to_mcp_content
-from ._serve import serve
+from ._serve import http_app, serve
 from ._server import LocationServer, build_server
 
 __all__ = (
@@ -13,6 +13,7 @@ __all__ = (
     "LocationServer",
     "build_server",
     "from_mcp_content",
+    "http_app",
     "serve",
     "to_mcp_content",
 )

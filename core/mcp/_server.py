@@ -225,7 +225,11 @@ class LocationServer(Server[Run]):
             if questions is None or rest is not None:
                 raise
             return channel.input_required(_first(questions))
-        except (PermissionRejected, RetentionError, PluginError) as error:
+        except PermissionRejected as error:
+            # A refusal is the model's to read and work around, as a tool result;
+            # the pipeline left it unsettled so that a host could stop the run.
+            return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+        except (RetentionError, PluginError) as error:
             # The call could not settle: an error response, not a tool result.
             raise MCPError(types.INTERNAL_ERROR, str(error)) from error
         finally:
