@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,9 @@ def run(arguments: argparse.Namespace) -> int:
             if value is not None:
                 raise UsageError(f"{option} applies to HTTP; add --http")
     rules = host_rules(arguments)
+    # SIGTERM, as a client stops a server it started, unwinds like Ctrl-C, so that
+    # a token file made for this run is removed.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         with _token(arguments) as token:
             return anyio.run(_serve_location, arguments, rules, token)
@@ -78,6 +82,10 @@ def run(arguments: argparse.Namespace) -> int:
             raise
         print_error(arguments, error)
         return Exit.OPERATIONAL
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
