@@ -26,7 +26,15 @@ from ._registry import Registration, Tools, effective_name
 from ._request import Request
 from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
 from ._storage import ManagedStorage
-from ._tool import Progress, Tool, ToolContext, ToolDefinition, ToolResponse, tool
+from ._tool import (
+    Progress,
+    Tool,
+    ToolAnnotations,
+    ToolContext,
+    ToolDefinition,
+    ToolResponse,
+    tool,
+)
 
 __all__ = (
     "Approver",
@@ -72,6 +80,7 @@ __all__ = (
     "Services",
     "Text",
     "Tool",
+    "ToolAnnotations",
     "ToolCall",
     "ToolChanges",
     "ToolContext",

@@ -45,7 +45,7 @@ async def mounted(
     **options: Any,
 ) -> AsyncIterator[pegboard.Location]:
     plugins = [{"name": "mcp", "options": {"servers": servers, **options}}]
-    rules = [] if approver else [{"action": "mcp:*", "resource": "*", "effect": "allow"}]
+    rules = [] if approver else [{"action": "mcp.*", "resource": "*", "effect": "allow"}]
     async with host.location(
         root, plugins=plugins, trusted=trusted, permissions=rules, approver=approver
     ) as location:
@@ -84,7 +84,7 @@ async def test_tools_appear_namespaced_and_calls_round_trip(
         assert pegboard.Completed({"result": "hi"}, (pegboard.Text("hi"),)) == pegboard.Completed(
             echo.output, echo.content
         )
-        assert "mcp:peer:echo" == asked[-1].action
+        assert "mcp.peer.echo" == asked[-1].action
         assert ('{"text": "hi"}',) == asked[-1].resources
 
         added = await request.execute(pegboard.ToolCall("peer_add", '{"a": 2, "b": 40}', context()))

@@ -3,6 +3,7 @@
 Needs the ``mcp`` extra: ``pip install 'pegboard[mcp]'``.
 """
 
+from ._annotations import from_mcp_annotations, to_mcp_annotations
 from ._approver import ClientApprover
 from ._content import from_mcp_content, to_mcp_content
 from ._serve import http_app, serve
@@ -12,8 +13,10 @@ __all__ = (
     "ClientApprover",
     "LocationServer",
     "build_server",
+    "from_mcp_annotations",
     "from_mcp_content",
     "http_app",
     "serve",
+    "to_mcp_annotations",
     "to_mcp_content",
 )

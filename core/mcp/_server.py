@@ -26,6 +26,7 @@ from .._outcome import ToolCall
 from .._permissions import PermissionRejected
 from .._plugins import PluginError
 from .._tool import ToolContext, ToolDefinition
+from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
 
@@ -82,9 +83,11 @@ class Listing:
             tools.append(
                 types.Tool(
                     name=definition.name,
+                    title=definition.title,
                     description=definition.description,
                     input_schema=thaw(definition.input_schema),
                     output_schema=output,
+                    annotations=to_mcp_annotations(definition.annotations),
                 )
             )
         return cls(definitions, tools, frozenset(wrapped))
