@@ -29,6 +29,7 @@ from .._tool import ToolContext, ToolDefinition
 from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
+from ._resources import ManagedResources
 
 __all__ = ("LocationServer", "build_server")
 
@@ -116,8 +117,11 @@ class LocationServer(Server[Run]):
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
         )
         self.location = location
+        self._resources = ManagedResources(location.storage.directory)
         self._listing = Listing.of(())
         self.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
@@ -238,7 +242,20 @@ class LocationServer(Server[Run]):
         finally:
             current_channel.reset(token)
         wrapped = params.name in self.listing(request.definitions).wrapped
-        return call_result(outcome, wrapped=wrapped)
+        result = call_result(outcome, wrapped=wrapped)
+        # The file a preview names, as a link the client can read (resources/read).
+        result.content.extend(self._resources.note(outcome))
+        return result
+
+    async def _list_resources(
+        self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return self._resources.listing()
+
+    async def _read_resource(
+        self, context: ServerRequestContext[Run], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self._resources.read(str(params.uri))
 
 
 def _first(group: BaseExceptionGroup[InputNeeded]) -> InputNeeded:
