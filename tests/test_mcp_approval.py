@@ -227,3 +227,20 @@ async def test_law_host_authority_serve_allow_read_lets_any_client_read(
     assert "start pegboard serve with --allow read:notes.txt" in refused.content[0].text  # type: ignore[union-attr]
     assert not allowed.is_error
     assert "hello from the Location" in allowed.content[0].text  # type: ignore[union-attr]
+
+
+async def test_serve_client_approval_lets_the_client_answer(
+    builtin_server: list[str], tmp_path: Path
+) -> None:
+    """`pegboard serve --client-approval` asks the client; its "always" is not saved."""
+    data = tmp_path / "data"
+    env = {"XDG_DATA_HOME": str(data), "PATH": os.environ.get("PATH", "")}
+    command, *arguments = builtin_server
+    server = StdioServerParameters(command=command, args=[*arguments, "--client-approval"], env=env)
+    elicit = Elicitations(ALWAYS)
+    async with Client(server, mode="legacy", elicitation_callback=elicit) as mcp:
+        first = await mcp.call_tool("read", {"path": "notes.txt"})
+        second = await mcp.call_tool("read", {"path": "notes.txt"})
+    assert [False, False] == [first.is_error, second.is_error]
+    assert ["Allow read on notes.txt?"] == elicit.asked
+    assert [] == list((data / "pegboard").glob("approvals/*"))
