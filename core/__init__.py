@@ -4,7 +4,7 @@ from pegboard.hookspecs import hookimpl
 
 from ._bounding import OutputLimits
 from ._codec import AttrsCodec, Codec, SchemaCodec
-from ._config import ConfigError
+from ._config import ConfigError, permission_rules
 from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
 from ._durable import dump_outcome, load_outcome
 from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
@@ -28,7 +28,15 @@ from ._registry import Registration, Tools, effective_name
 from ._request import Request
 from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
 from ._storage import ManagedStorage
-from ._tool import Progress, Tool, ToolContext, ToolDefinition, ToolResponse, tool
+from ._tool import (
+    Progress,
+    Tool,
+    ToolAnnotations,
+    ToolContext,
+    ToolDefinition,
+    ToolResponse,
+    tool,
+)
 
 __all__ = (
     "Approver",
@@ -75,6 +83,7 @@ __all__ = (
     "Services",
     "Text",
     "Tool",
+    "ToolAnnotations",
     "ToolCall",
     "ToolChanges",
     "ToolContext",
@@ -87,6 +96,7 @@ __all__ = (
     "effective_name",
     "hookimpl",
     "load_outcome",
+    "permission_rules",
     "thaw",
     "tool",
 )

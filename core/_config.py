@@ -12,8 +12,17 @@ import attrs
 
 from ._codec import SchemaCodec
 from ._errors import CodecError
+from ._permissions import PermissionRule
 
-__all__ = ("CONFIG_FILE", "ConfigError", "LocationConfig", "PluginSpec", "plugin_specs")
+__all__ = (
+    "CONFIG_FILE",
+    "ConfigError",
+    "LocationConfig",
+    "PluginSpec",
+    "location_rules",
+    "permission_rules",
+    "plugin_specs",
+)
 
 CONFIG_FILE = "pegboard.toml"
 
@@ -31,10 +40,21 @@ _PLUGIN = {
         },
     ]
 }
+_RULE = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "minLength": 1},
+        "resource": {"type": "string", "minLength": 1},
+        "effect": {"enum": ["allow", "deny", "ask"]},
+    },
+    "required": ["action", "effect"],
+    "additionalProperties": False,
+}
 _SCHEMA = {
     "type": "object",
     "properties": {
         "plugins": {"type": "array", "items": _PLUGIN},
+        "permissions": {"type": "array", "items": _RULE},
         "tool_output": {
             "type": "object",
             "properties": {
@@ -75,6 +95,8 @@ class LocationConfig:
     tool_output: Mapping[str, int] = attrs.field(factory=dict)
     #: Tables named after plugins: ``[tabular]`` holds the options of ``tabular``.
     options: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    #: ``deny`` and ``ask`` rules only: they narrow what the host allows.
+    permissions: tuple[PermissionRule, ...] = ()
     path: Path | None = None
 
     @classmethod
@@ -102,14 +124,101 @@ class LocationConfig:
             where = error.path.removeprefix("$").removeprefix(".") or "(top level)"
             raise ConfigError(f"{path}: {where}: {error.message}") from None
         plugins = data.get("plugins")
+        rules = permission_rules(data.get("permissions", ()), source=f"{path}: permissions")
+        for index, rule in enumerate(rules):
+            if rule.effect == "allow":
+                raise ConfigError(
+                    f"{path}: permissions[{index}]: a Location's config may only deny or ask; "
+                    "rules that allow come from the host (pegboard --allow RULE, or "
+                    "host.location(permissions=...))"
+                )
         return cls(
             plugins=None if plugins is None else plugin_specs(plugins, source=str(path)),
             tool_output=data.get("tool_output", {}),
-            options={
-                key: value for key, value in data.items() if key not in ("plugins", "tool_output")
-            },
+            options={key: value for key, value in data.items() if key not in _SETTINGS},
+            permissions=rules,
             path=path,
         )
+
+
+_SETTINGS = ("plugins", "tool_output", "permissions")
+
+
+def permission_rules(entries: object, *, source: str) -> tuple[PermissionRule, ...]:
+    """Turn a list of ``{action, resource, effect}`` tables into rules.
+
+    ``resource`` defaults to ``*``. Raises `ConfigError` naming ``source`` and
+    the entry that is wrong.
+    """
+    if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Sequence):
+        raise ConfigError(
+            f"{source}: must be a list of {{action, resource, effect}} rules, "
+            f"got {type(entries).__name__}"
+        )
+    rules: list[PermissionRule] = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, PermissionRule):
+            rules.append(entry)
+            continue
+        where = f"{source}[{index}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(
+                f"{where}: a rule is a table {{action, resource, effect}}, got {entry!r}"
+            )
+        unknown = sorted(set(entry) - {"action", "resource", "effect"})
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r}; a rule has action, resource and effect"
+            )
+        action, resource, effect = (
+            entry.get("action"),
+            entry.get("resource", "*"),
+            entry.get("effect"),
+        )
+        if not isinstance(action, str) or not action.strip():
+            raise ConfigError(f"{where}: action must be a non-empty string, got {action!r}")
+        if not isinstance(resource, str) or not resource:
+            raise ConfigError(f"{where}: resource must be a non-empty string, got {resource!r}")
+        if effect not in ("allow", "deny", "ask"):
+            raise ConfigError(f"{where}: effect must be 'allow', 'deny' or 'ask', got {effect!r}")
+        rules.append(PermissionRule(action, resource, effect))
+    return tuple(rules)
+
+
+@attrs.frozen
+class _Narrowing(PermissionRule):
+    """A Location's ``ask`` rule: it applies only where the host's rules do not deny.
+
+    Rules are evaluated last-match-first, so a plain ``ask`` after the host's
+    rules would turn a host ``deny`` into a question: a widening.
+    """
+
+    host: tuple[PermissionRule, ...] = attrs.field(default=(), repr=False)
+
+    def matches(self, action: str, resource: str) -> bool:
+        if not super().matches(action, resource):
+            return False
+        for rule in reversed(self.host):
+            if rule.matches(action, resource):
+                return rule.effect != "deny"
+        return True
+
+
+def location_rules(
+    host: Sequence[PermissionRule], config: Sequence[PermissionRule]
+) -> tuple[PermissionRule, ...]:
+    """The host's rules, then the config's, which can narrow them and never widen them."""
+    narrowed = [
+        _Narrowing(rule.action, rule.resource, rule.effect, host=tuple(host))
+        if rule.effect == "ask"
+        else rule
+        for rule in config
+    ]
+    if any(rule.effect == "allow" for rule in narrowed):
+        raise ConfigError(
+            "a Location's config may only deny or ask; rules that allow come from the host"
+        )
+    return (*host, *narrowed)
 
 
 def plugin_specs(entries: Sequence[object], *, source: str) -> tuple[PluginSpec, ...]:

@@ -14,7 +14,14 @@ import attrs
 
 from ._activation import Activation
 from ._bounding import OutputLimits
-from ._config import ConfigError, LocationConfig, PluginSpec, plugin_specs
+from ._config import (
+    ConfigError,
+    LocationConfig,
+    PluginSpec,
+    location_rules,
+    permission_rules,
+    plugin_specs,
+)
 from ._filesystem import Filesystem
 from ._location import Location
 from ._permissions import Approver, PermissionRule, Permissions, default_approvals_file
@@ -111,9 +118,13 @@ class Host:
         # Each Location keeps, sees and prunes only its own area of the storage.
         storage = storage.for_location(resolved)
         await storage.prune()
+        # The config's own rules come after the host's: they narrow, never widen.
+        ordered = location_rules(
+            permission_rules(list(permissions), source="permissions="), config.permissions
+        )
         try:
             rules = Permissions(
-                permissions, approver=approver, approvals_file=default_approvals_file(resolved)
+                ordered, approver=approver, approvals_file=default_approvals_file(resolved)
             )
         except (TypeError, ValueError) as error:
             raise ConfigError(f"permissions=: {error}") from None
@@ -165,7 +176,7 @@ class Host:
             if table not in installed:
                 raise ConfigError(
                     f"{config.path}: [{table}] is neither a pegboard setting nor the options "
-                    f"of an installed plugin; settings: plugins, tool_output; "
+                    f"of an installed plugin; settings: plugins, tool_output, permissions; "
                     f"installed plugins: {', '.join(installed)}"
                 )
         if plugins is not None:

@@ -43,7 +43,14 @@ class Snapshot:
             known = reuse.get(name)
             if known is None or previous is None or previous.tools[name] is not tool:
                 output = None if tool.output is None else tool.output.json_schema
-                known = ToolDefinition(name, tool.description, tool.input.json_schema, output)
+                known = ToolDefinition(
+                    name,
+                    tool.description,
+                    tool.input.json_schema,
+                    output,
+                    title=tool.title,
+                    annotations=tool.annotations,
+                )
             definitions.append(known)
         return cls({name: merged[name] for name in names}, tuple(definitions))
 

@@ -15,6 +15,7 @@ from ._content import ContentItem, normalize_content
 __all__ = (
     "Progress",
     "Tool",
+    "ToolAnnotations",
     "ToolContext",
     "ToolDefinition",
     "ToolResponse",
@@ -101,6 +102,45 @@ class ToolResponse(Generic[O]):
     metadata: Mapping[str, Any] | None = None
 
 
+def _hint(_: object, attribute: attrs.Attribute[bool | None], value: object) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"ToolAnnotations.{attribute.name} is True, False or None, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ToolAnnotations:
+    """What a tool does, as hints for the host and the user (MCP's tool annotations).
+
+    ``None`` means unsaid, and a client assumes the cautious default:
+    ``read_only`` False, ``destructive`` True (for a tool that is not read-only),
+    ``idempotent`` False, ``open_world`` True. Hints are for display and
+    approval prompts; they grant nothing: permissions still come from the host.
+    """
+
+    #: The tool does not modify its environment.
+    read_only: bool | None = attrs.field(default=None, validator=_hint)
+    #: The tool may destroy or overwrite data (meaningful when not read-only).
+    destructive: bool | None = attrs.field(default=None, validator=_hint)
+    #: Calling it again with the same input has no further effect.
+    idempotent: bool | None = attrs.field(default=None, validator=_hint)
+    #: The tool reaches beyond the Location: the network, other processes' state.
+    open_world: bool | None = attrs.field(default=None, validator=_hint)
+
+
+def _annotations(value: object) -> ToolAnnotations | None:
+    if value is None or isinstance(value, ToolAnnotations):
+        return value
+    raise TypeError(f"annotations is a pegboard.ToolAnnotations(...), got {type(value).__name__}")
+
+
+def _title(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"a tool's title is a non-empty string for people, got {value!r}")
+    return value
+
+
 def _check_description(_: object, __: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("a tool needs a description: a non-empty string telling the model")
@@ -131,6 +171,9 @@ class Tool:
     execute: Callable[..., Any] = attrs.field(validator=_check_callable)
     input: Codec[Any] = attrs.field(default=None, converter=_input_codec)
     output: Codec[Any] | None = attrs.field(default=None, converter=_output_codec)
+    #: A short name for people (the model sees the registered name).
+    title: str | None = attrs.field(default=None, converter=_title)
+    annotations: ToolAnnotations | None = attrs.field(default=None, converter=_annotations)
     is_async: bool = attrs.field(init=False, repr=False)
 
     @is_async.default
@@ -143,11 +186,23 @@ class Tool:
 
 @overload
 def tool(
-    *, description: str, execute: None = None, input: Any = None, output: Any = None
+    *,
+    description: str,
+    execute: None = None,
+    input: Any = None,
+    output: Any = None,
+    title: str | None = None,
+    annotations: ToolAnnotations | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 @overload
 def tool(
-    *, description: str, execute: Callable[..., Any], input: Any = None, output: Any = None
+    *,
+    description: str,
+    execute: Callable[..., Any],
+    input: Any = None,
+    output: Any = None,
+    title: str | None = None,
+    annotations: ToolAnnotations | None = None,
 ) -> Tool: ...
 def tool(
     *,
@@ -155,6 +210,8 @@ def tool(
     execute: Callable[..., Any] | None = None,
     input: Any = None,
     output: Any = None,
+    title: str | None = None,
+    annotations: ToolAnnotations | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool`; with ``execute`` omitted, return a decorator that does.
 
@@ -162,12 +219,26 @@ def tool(
     `pegboard.Codec`. Omitting ``input`` means the tool takes no arguments;
     omitting ``output`` means it returns model content only. Schemas are checked
     against JSON Schema 2020-12 here, so a bad one fails at import, not at call.
+    ``title`` is a short name for people and ``annotations`` a
+    `pegboard.ToolAnnotations` of hints about what the tool does.
     """
     if execute is None:
         return lambda function: Tool(
-            description=description, execute=function, input=input, output=output
+            description=description,
+            execute=function,
+            input=input,
+            output=output,
+            title=title,
+            annotations=annotations,
         )
-    return Tool(description=description, execute=execute, input=input, output=output)
+    return Tool(
+        description=description,
+        execute=execute,
+        input=input,
+        output=output,
+        title=title,
+        annotations=annotations,
+    )
 
 
 @attrs.frozen
@@ -178,3 +249,5 @@ class ToolDefinition:
     description: str
     input_schema: Mapping[str, Any]
     output_schema: Mapping[str, Any] | None
+    title: str | None = None
+    annotations: ToolAnnotations | None = None

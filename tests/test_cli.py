@@ -274,3 +274,88 @@ def test_the_readme_main_job_runs_on_this_repository(environment: dict[str, str]
         result = pegboard(environment, *run, "--location", str(root))
         assert 0 == result.returncode, result.stderr
     assert "class Location" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("rules", "code", "message"),
+    [
+        (["--allow", "launch"], 0, "launched"),
+        (["--allow", "launch:rocket"], 0, "launched"),
+        (["--allow", "launch:car"], 3, "needs approval"),
+        (["--allow", "launch", "--deny", "launch:rocket"], 1, "denied"),
+        (["--deny", "launch:rocket", "--allow", "launch"], 0, "launched"),
+        (["--deny", "launch", "--yes"], 1, "denied"),
+    ],
+    ids=["action", "resource", "other-resource", "deny-last", "allow-last", "deny-beats-yes"],
+)
+def test_law_host_authority_rules_from_the_command_line(
+    environment: dict[str, str], root: Path, rules: list[str], code: int, message: str
+) -> None:
+    """--allow and --deny are the host's rules, in the order given: the last match wins."""
+    result = pegboard(environment, "call", "launch", "-l", str(root), "--trust", "clitest", *rules)
+    assert code == result.returncode, result.stderr
+    assert message in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_law_host_authority_rules_from_a_file(
+    environment: dict[str, str], root: Path, tmp_path: Path, suffix: str
+) -> None:
+    """--permissions FILE reads TOML [[permissions]] tables or a JSON list, in place."""
+    rules = [{"action": "launch", "resource": "*", "effect": "allow"}]
+    path = tmp_path / f"rules{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps(rules))
+    else:
+        path.write_text("[[permissions]]\naction = 'launch'\nresource = '*'\neffect = 'allow'\n")
+    allowed = pegboard(
+        environment, "call", "launch", "-l", str(root), "--trust", "clitest",
+        "--permissions", str(path),
+    )  # fmt: skip
+    assert (0, "launched\n") == (allowed.returncode, allowed.stdout)
+    denied = pegboard(
+        environment, "call", "launch", "-l", str(root), "--trust", "clitest",
+        "--permissions", str(path), "--deny", "launch",
+    )  # fmt: skip
+    assert 1 == denied.returncode
+
+
+def test_law_host_authority_config_cannot_allow_from_the_command_line(
+    environment: dict[str, str], root: Path
+) -> None:
+    """An allow in the Location's own pegboard.toml is a usage error naming the host."""
+    (root / "pegboard.toml").write_text(
+        'plugins = ["clitest"]\n'
+        "permissions = [{action = 'launch', resource = '*', effect = 'allow'}]\n"
+    )
+    result = pegboard(environment, "call", "launch", "-l", str(root), "--trust", "clitest")
+    assert 2 == result.returncode
+    assert "rules that allow come from the host" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--allow", ""], "a rule is ACTION or ACTION:RESOURCE"),
+        (["--allow", ":x"], "a rule is ACTION or ACTION:RESOURCE"),
+        (["--deny", "read:"], "nothing after the colon"),
+        (["--permissions", "missing.toml"], "cannot be read"),
+        (["--permissions", "rules.yaml"], "name it FILE.toml or FILE.json"),
+        (["--permissions", "bad.json"], "[0]: effect must be 'allow', 'deny' or 'ask'"),
+        (["--permissions", "bad.toml"], "holds [[permissions]] tables only"),
+    ],
+)
+def test_bad_rules_are_usage_errors(
+    environment: dict[str, str], root: Path, arguments: list[str], message: str
+) -> None:
+    """A rule that cannot be read is one plain line and exit code 2."""
+    (root / "rules.yaml").write_text("- x\n")
+    (root / "bad.json").write_text('[{"action": "read", "effect": "yes"}]')
+    (root / "bad.toml").write_text("[[rules]]\naction = 'read'\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pegboard", "tools", "-l", str(root), *arguments],
+        capture_output=True, text=True, env=environment, cwd=root, timeout=60,
+    )  # fmt: skip
+    assert 2 == result.returncode
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

@@ -110,3 +110,89 @@ async def test_law_host_authority_config_cannot_grant_trust(
     async with host.location(workspace, storage=storage_dir, trusted=["probe"]):
         pass
     assert [False, True] == [services.trusted for services in seen]
+
+
+async def test_law_host_authority_config_cannot_allow(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """An allow rule in pegboard.toml is refused: rules that allow come from the host."""
+    (workspace / "pegboard.toml").write_text(
+        'permissions = [{action = "read", resource = "*", effect = "allow"}]\n'
+    )
+    with pytest.raises(pegboard.ConfigError, match=r"permissions\[0\].*allow come from the host"):
+        async with host.location(workspace, storage=storage_dir):
+            pass
+
+
+async def test_law_host_authority_config_rules_come_after_the_hosts(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """The config's deny and ask rules follow the host's, so they narrow its allows."""
+    (workspace / "pegboard.toml").write_text(
+        "[[permissions]]\naction = 'read'\nresource = '.env'\neffect = 'deny'\n"
+        "[[permissions]]\naction = 'bash'\nresource = 'rm *'\neffect = 'ask'\n"
+    )
+    allow = [{"action": "read", "resource": "*", "effect": "allow"}, {"action": "bash",
+             "resource": "*", "effect": "allow"}]  # fmt: skip
+    async with host.location(workspace, storage=storage_dir, permissions=allow) as location:
+        evaluate = location.permissions.evaluate
+        assert ["allow", "deny", "allow", "ask"] == [
+            evaluate("read", "README.md"),
+            evaluate("read", ".env"),
+            evaluate("bash", "ls"),
+            evaluate("bash", "rm -rf x"),
+        ]
+
+
+async def test_law_host_authority_config_ask_never_lifts_a_host_deny(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A config ask after a host deny still denies: asking would widen the host's rule."""
+    (workspace / "pegboard.toml").write_text(
+        "permissions = [{action = 'bash', effect = 'ask'}]\n"  # resource defaults to *
+    )
+    rules = [
+        {"action": "bash", "resource": "*", "effect": "allow"},
+        {"action": "bash", "resource": "rm *", "effect": "deny"},
+        {"action": "bash", "resource": "rm -i *", "effect": "allow"},
+    ]
+    async with host.location(workspace, storage=storage_dir, permissions=rules) as location:
+        evaluate = location.permissions.evaluate
+        assert ["ask", "deny", "ask"] == [
+            evaluate("bash", "ls"),
+            evaluate("bash", "rm -rf /"),
+            evaluate("bash", "rm -i x"),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("permissions = 'deny'\n", 'permissions: expected array, got string "deny"'),
+        ("permissions = [{action = 'read', effect = 'maybe'}]\n", "permissions[0]"),
+        ("permissions = [{resource = 'x', effect = 'deny'}]\n", "'action' is a required"),
+        ("permissions = [{action = 'read', effect = 'deny', why = 1}]\n", "permissions[0]"),
+    ],
+)
+async def test_bad_config_rules_are_config_errors(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, text: str, message: str
+) -> None:
+    """A malformed rule in pegboard.toml names the file and the entry."""
+    (workspace / "pegboard.toml").write_text(text)
+    with pytest.raises(pegboard.ConfigError, match=r"pegboard\.toml") as raised:
+        async with host.location(workspace, storage=storage_dir):
+            pass
+    assert message in str(raised.value)
+
+
+async def test_host_rules_are_checked_with_clear_errors(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """permissions= entries that are not rules are a ConfigError naming the entry."""
+    with pytest.raises(pegboard.ConfigError, match=r"permissions=\[1\]: effect must be"):
+        async with host.location(
+            workspace,
+            storage=storage_dir,
+            permissions=[{"action": "read", "effect": "allow"}, {"action": "x", "effect": "no"}],
+        ):
+            pass

@@ -45,7 +45,7 @@ async def mounted(
     **options: Any,
 ) -> AsyncIterator[pegboard.Location]:
     plugins = [{"name": "mcp", "options": {"servers": servers, **options}}]
-    rules = [] if approver else [{"action": "mcp:*", "resource": "*", "effect": "allow"}]
+    rules = [] if approver else [{"action": "mcp.*", "resource": "*", "effect": "allow"}]
     async with host.location(
         root, plugins=plugins, trusted=trusted, permissions=rules, approver=approver
     ) as location:
@@ -84,7 +84,7 @@ async def test_tools_appear_namespaced_and_calls_round_trip(
         assert pegboard.Completed({"result": "hi"}, (pegboard.Text("hi"),)) == pegboard.Completed(
             echo.output, echo.content
         )
-        assert "mcp:peer:echo" == asked[-1].action
+        assert "mcp.peer.echo" == asked[-1].action
         assert ('{"text": "hi"}',) == asked[-1].resources
 
         added = await request.execute(pegboard.ToolCall("peer_add", '{"a": 2, "b": 40}', context()))
@@ -264,8 +264,13 @@ async def test_a_served_location_mounts_over_http(
         served.location(served_root, plugins=[]) as location,
         anyio.create_task_group() as tasks,
     ):
-        tasks.start_soon(lambda: pegboard.mcp.serve(location, transport="http", port=port))
-        remote = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Test": "1"}}
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(location, transport="http", port=port, token="s3cret")
+        )
+        remote = {
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": "Bearer s3cret"},
+        }
         with anyio.fail_after(20):
             while True:  # until uvicorn listens
                 async with mounted(host, mounting_root, {"far": remote}) as mounting:

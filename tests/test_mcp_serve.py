@@ -118,8 +118,9 @@ async def served(
     host: pegboard.Host, workspace: Path, storage_dir: Path, calls: Calls
 ) -> AsyncIterator[pegboard.Location]:
     calls.register(host.tools)
+    approver = pegboard.mcp.ClientApprover(client_approval=True)
     async with host.location(
-        workspace, plugins=[], storage=storage_dir, approver=pegboard.mcp.ClientApprover()
+        workspace, plugins=[], storage=storage_dir, approver=approver
     ) as location:
         yield location
 
@@ -163,8 +164,9 @@ async def test_a_call_maps_output_content_and_metadata(served: pegboard.Location
     assert {"result": 7} == counted.structured_content
     # Bounding cut the content to a preview, never the structured output.
     assert [f"line {n}" for n in range(5000)] == lines.structured_content["result"]
-    [preview] = lines.content
+    preview, link = lines.content  # the preview, and a link to the whole output
     assert isinstance(preview, types.TextContent)
+    assert isinstance(link, types.ResourceLink)
     assert len(preview.text.encode()) < 51_200 + 1024  # a bounded preview, with its marker
 
 
@@ -334,11 +336,13 @@ async def test_permissions_that_ask_elicit_the_client(
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_without_elicitation_an_ask_is_rejected(served: pegboard.Location, era: str) -> None:
-    """A client that cannot be asked gets an error response: the call could not settle."""
+    """A client that cannot be asked gets a tool result with isError naming the rule to add."""
     served.tools.register({"launch": _launcher(served.permissions, [])})
     async with client(served, era) as mcp:
-        with pytest.raises(MCPError, match="needs approval and the MCP client does not support"):
-            await mcp.call_tool("launch", {})
+        result = await mcp.call_tool("launch", {})
+    assert result.is_error
+    assert "needs approval and the MCP client does not support" in result.content[0].text
+    assert "--allow launch:rocket" in result.content[0].text
 
 
 PLUGIN = """
@@ -436,3 +440,31 @@ async def test_pegboard_serve_over_stdio(
                 await changed.wait()
             tasks.cancel_scope.cancel()
         assert "extra" in [tool.name for tool in (await mcp.list_tools()).tools]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_managed_output_a_preview_names_is_a_readable_resource(
+    served: pegboard.Location, storage_dir: Path, era: str
+) -> None:
+    """A bounded result links the file its preview names; resources/read returns the
+    whole output; files the server never named, in storage or anywhere, cannot be read.
+    """
+    stranger = storage_dir / "pegboard-output-not-named.txt"
+    stranger.parent.mkdir(parents=True, exist_ok=True)
+    stranger.write_text("another Location's secret")
+    async with client(served, era) as mcp:
+        result = await mcp.call_tool("lines", {})
+        [link] = [block for block in result.content if isinstance(block, types.ResourceLink)]
+        assert link.uri in result.content[0].text.replace(str(storage_dir), storage_dir.as_uri())
+        read = await mcp.read_resource(link.uri)
+        listed = await mcp.list_resources()
+        refused = []
+        for uri in (stranger.as_uri(), "file:///etc/passwd"):
+            with pytest.raises(MCPError, match="not a managed output file this server named"):
+                await mcp.read_resource(uri)
+            refused.append(uri)
+    [contents] = read.contents
+    assert isinstance(contents, types.TextResourceContents)
+    assert contents.text.count("line ") == 5000
+    assert [link.uri] == [str(resource.uri) for resource in listed.resources]
+    assert 2 == len(refused)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._common import Exit, add_location_options, warn
+from ._rules import add_permission_options, host_rules
 
 if TYPE_CHECKING:
     from pegboard import Outcome, Progress, Request, ToolContext, ToolDefinition
@@ -22,6 +23,7 @@ __all__ = ("add",)
 def add(commands: Any) -> None:
     tools = commands.add_parser("tools", help="the tools a Location advertises")
     add_location_options(tools)
+    add_permission_options(tools)
     tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
     tools.set_defaults(run=run)
 
@@ -35,6 +37,7 @@ def add(commands: Any) -> None:
     call.add_argument("tool", metavar="TOOL")
     call.add_argument("input", nargs="*", metavar="INPUT")
     add_location_options(call)
+    add_permission_options(call)
     answer = call.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true", help="approve permission requests")
     answer.add_argument("--no", "-n", action="store_true", help="reject permission requests")
@@ -60,13 +63,18 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         render_outcome,
     )
 
+    rules = host_rules(arguments)
     storage = RecordingStorage()
     approver = approver_for(
         yes=getattr(arguments, "yes", False), no=getattr(arguments, "no", False)
     )
     host = Host()
     async with host.location(
-        arguments.location, trusted=arguments.trust, storage=storage, approver=approver
+        arguments.location,
+        trusted=arguments.trust,
+        storage=storage,
+        permissions=rules,
+        approver=approver,
     ) as location:
         for problem in location.plugin_errors:
             warn(problem)

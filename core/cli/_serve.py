@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ._common import Exit, UsageError, add_location_options, print_error, warn
+from ._rules import add_permission_options, host_rules
 
 __all__ = ("add",)
 
@@ -15,18 +23,39 @@ def add(commands: Any) -> None:
         "serve",
         help="serve a Location's tools to MCP clients",
         description="Serve the tools of a Location to MCP clients over stdio (one client, "
-        "until it disconnects) or streamable HTTP at http://127.0.0.1:PORT/mcp. Permission "
-        "requests that ask are put to the client (MCP elicitation) or rejected. Needs the "
-        "mcp extra: pip install 'pegboard[mcp]'.",
+        "until it disconnects) or streamable HTTP at http://HOST:PORT/mcp, where every "
+        "request needs the bearer token. Requests that the permission rules leave at "
+        "'ask' are refused with the rule that would allow them, unless --client-approval "
+        "lets clients answer them. Needs the mcp extra: pip install 'pegboard[mcp]'.",
     )
     add_location_options(serve)
+    add_permission_options(serve)
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio",
         help="stdio (default) or streamable HTTP",
     )  # fmt: skip
     serve.add_argument(
+        "--http", action="store_const", const="http", dest="transport",
+        help="serve streamable HTTP: the same as --transport http",
+    )  # fmt: skip
+    serve.add_argument(
+        "--host", metavar="HOST",
+        help="the address to bind for HTTP (default: 127.0.0.1); Host and Origin "
+        "headers must name it",
+    )  # fmt: skip
+    serve.add_argument(
         "--port", type=int, default=8000, metavar="N", help="the HTTP port (default: 8000)"
     )
+    serve.add_argument(
+        "--token-file", type=Path, metavar="PATH",
+        help="the bearer token HTTP clients must send, read from PATH (created with a new "
+        "token, mode 0600, when missing); default: a new token in a new file",
+    )  # fmt: skip
+    serve.add_argument(
+        "--client-approval", action="store_true",
+        help="let clients answer permission requests the rules leave at 'ask' (MCP "
+        "elicitation); their answers last until the server stops and are never saved",
+    )  # fmt: skip
     serve.set_defaults(run=run)
 
 
@@ -37,8 +66,17 @@ def run(arguments: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("mcp") is None:
         raise UsageError("pegboard serve needs the MCP SDK: pip install 'pegboard[mcp]'")
+    if arguments.transport == "stdio":
+        for option, value in (("--host", arguments.host), ("--token-file", arguments.token_file)):
+            if value is not None:
+                raise UsageError(f"{option} applies to HTTP; add --http")
+    rules = host_rules(arguments)
+    # SIGTERM, as a client stops a server it started, unwinds like Ctrl-C, so that
+    # a token file made for this run is removed.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return anyio.run(_serve_location, arguments)
+        with _token(arguments) as token:
+            return anyio.run(_serve_location, arguments, rules, token)
     except OSError as error:  # a port already in use, say
         if isinstance(error, NotADirectoryError):
             raise
@@ -46,14 +84,86 @@ def run(arguments: argparse.Namespace) -> int:
         return Exit.OPERATIONAL
 
 
-async def _serve_location(arguments: argparse.Namespace) -> int:
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _token(arguments: argparse.Namespace) -> Iterator[str | None]:
+    """The bearer token for HTTP: read, or made and written to a new 0600 file."""
+    if arguments.transport != "http":
+        yield None
+        return
+    path: Path | None = arguments.token_file
+    if path is not None and path.exists():
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise UsageError(f"--token-file {path}: cannot be read: {error}") from None
+        if not token or any(char.isspace() for char in token):
+            raise UsageError(
+                f"--token-file {path}: holds no token; write one line without spaces, "
+                "or remove the file to have one made"
+            )
+        if path.stat().st_mode & 0o077:
+            warn(f"{path} can be read by other users; chmod 600 {path}")
+        _announce(arguments, path)
+        yield token
+        return
+    made = path is None
+    if path is None:
+        import platformdirs
+
+        directory = platformdirs.user_data_path("pegboard") / "tokens"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = directory / f"serve-{os.getpid()}-{secrets.token_hex(4)}.token"
+    token = secrets.token_urlsafe(32)
+    try:
+        # O_EXCL: never write a token into a file someone else prepared.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as error:
+        raise UsageError(f"--token-file {path}: cannot be created: {error}") from None
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(token + "\n")
+    _announce(arguments, path)
+    try:
+        yield token
+    finally:
+        if made:  # a token nobody asked to keep dies with the server
+            path.unlink(missing_ok=True)
+
+
+def _announce(arguments: argparse.Namespace, path: Path) -> None:
+    host = arguments.host or "127.0.0.1"
+    where = f"[{host}]" if ":" in host else host
+    print(
+        f"pegboard: serving http://{where}:{arguments.port}/mcp; clients must send "
+        f"Authorization: Bearer <the token in {path}>",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def _serve_location(
+    arguments: argparse.Namespace, rules: list[Any], token: str | None
+) -> int:
     from pegboard import Host
     from pegboard.mcp import ClientApprover, serve
 
+    approver = ClientApprover(client_approval=arguments.client_approval)
     async with Host().location(
-        arguments.location, trusted=arguments.trust, approver=ClientApprover()
+        arguments.location, trusted=arguments.trust, permissions=rules, approver=approver
     ) as location:
         for problem in location.plugin_errors:
             warn(problem)
-        await serve(location, transport=arguments.transport, port=arguments.port)
+        try:
+            await serve(
+                location,
+                transport=arguments.transport,
+                host=arguments.host or "127.0.0.1",
+                port=arguments.port,
+                token=token,
+            )
+        except ValueError as error:  # an address that cannot be checked
+            raise UsageError(str(error)) from None
     return Exit.COMPLETED

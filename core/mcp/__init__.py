@@ -3,16 +3,20 @@
 Needs the ``mcp`` extra: ``pip install 'pegboard[mcp]'``.
 """
 
+from ._annotations import from_mcp_annotations, to_mcp_annotations
 from ._approver import ClientApprover
 from ._content import from_mcp_content, to_mcp_content
-from ._serve import serve
+from ._serve import http_app, serve
 from ._server import LocationServer, build_server
 
 __all__ = (
     "ClientApprover",
     "LocationServer",
     "build_server",
+    "from_mcp_annotations",
     "from_mcp_content",
+    "http_app",
     "serve",
+    "to_mcp_annotations",
     "to_mcp_content",
 )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
 import mcp_types as types
 
-from .._permissions import Approver, PermissionRejected, PermissionRequest, Reject
+from .._permissions import Approver, PermissionRejected, PermissionRequest, PermissionRule, Reject
 
 __all__ = (
     "Answer",
@@ -20,6 +21,7 @@ __all__ = (
     "current_channel",
     "elicitation",
     "question_key",
+    "suggested_rules",
 )
 
 Answer = Literal["once", "always"] | Reject
@@ -74,23 +76,46 @@ class InputNeeded(BaseException):
 
 
 class ClientApprover:
-    """The approver for a served Location: asks the client of the call being served.
+    """The approver for a served Location: the operator's rules decide, or the client.
 
-    Permission requests that the rules leave at ``ask`` become MCP elicitation
-    requests to the client that made the call. Outside a served call, or when
-    the client does not support elicitation, ``fallback`` answers; without
-    one, the request is rejected (`pegboard.PermissionRejected`).
+    By default no client approves its own requests: a request that the rules
+    leave at ``ask`` is rejected with a message naming the rule the operator
+    could add (``--allow 'bash:git status *'``). With ``client_approval=True``
+    it becomes an MCP elicitation to the client that made the call; an
+    "always" answer then holds in memory, for this approver (one server
+    process) only, and is never saved for the Location. Outside a served call,
+    or when the client does not support elicitation, ``fallback`` answers;
+    without one, the request is rejected (`pegboard.PermissionRejected`).
     """
 
-    def __init__(self, fallback: Approver | None = None) -> None:
+    def __init__(self, fallback: Approver | None = None, *, client_approval: bool = False) -> None:
         self.fallback = fallback
+        self.client_approval = client_approval
+        #: What clients answered "always" to, as rules; never written anywhere.
+        self._always: list[PermissionRule] = []
 
     async def __call__(self, request: PermissionRequest) -> Answer:
         channel = current_channel.get()
-        if channel is not None and channel.can_elicit:
-            return await channel.elicit(request)
+        if channel is not None and self.client_approval and channel.can_elicit:
+            if self._remembered(request):
+                return "once"
+            answer = await channel.elicit(request)
+            if answer == "always":
+                patterns = request.always or request.resources
+                self._always.extend(
+                    PermissionRule(request.action, pattern, "allow") for pattern in patterns
+                )
+                # "once" to the permission service, so that nothing is saved.
+                return "once"
+            return answer
         if self.fallback is not None:
             return await self.fallback(request)
+        if channel is not None and not self.client_approval:
+            raise PermissionRejected(
+                f"{request.action} on {', '.join(request.resources)} needs approval, and this "
+                "server does not let its clients approve their own requests; the operator can "
+                f"start pegboard serve with {suggested_rules(request)}"
+            )
         who = (
             "the MCP client does not support elicitation"
             if channel is not None
@@ -98,8 +123,33 @@ class ClientApprover:
         )
         raise PermissionRejected(
             f"{request.action} on {', '.join(request.resources)} needs approval and {who}; "
-            "allow it with a permission rule"
+            f"the operator can allow it with {suggested_rules(request)}"
         )
+
+    def _remembered(self, request: PermissionRequest) -> bool:
+        return all(
+            any(rule.matches(request.action, resource) for rule in self._always)
+            for resource in request.resources
+        )
+
+
+def suggested_rules(request: PermissionRequest) -> str:
+    """The ``--allow`` options that would allow ``request`` (and, when "always" would
+    cover more, those for requests like it), quoted for a shell.
+    """
+
+    def options(patterns: tuple[str, ...]) -> str:
+        rules = [
+            request.action if pattern == "*" else f"{request.action}:{pattern}"
+            for pattern in patterns
+        ]
+        return " ".join(f"--allow {shlex.quote(rule)}" for rule in dict.fromkeys(rules))
+
+    exact = options(request.resources)
+    similar = options(request.always)
+    if not similar or similar == exact:
+        return exact
+    return f"{exact} (this request), or {similar} (requests like it)"
 
 
 def elicitation(request: PermissionRequest) -> types.ElicitRequestFormParams:

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from .._location import Location
-from ._server import build_server
+from ._http import BearerToken, CancelOnDisconnect, transport_security
+from ._server import LocationServer, build_server
 
 if TYPE_CHECKING:
+    from mcp.server.auth.provider import TokenVerifier
+    from mcp.server.auth.settings import AuthSettings
     from starlette.types import ASGIApp as ASGIApplication
 
-__all__ = ("serve",)
+__all__ = ("http_app", "serve")
 
 
 async def serve(
@@ -22,14 +25,20 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     name: str = "pegboard",
+    token: str | None = None,
+    auth: AuthSettings | None = None,
+    token_verifier: TokenVerifier | None = None,
 ) -> None:
     """Serve ``location``'s tools to MCP clients until the transport ends.
 
     ``stdio`` serves one client on standard input and output and returns when
     it closes them; ``http`` serves streamable HTTP at ``http://HOST:PORT/mcp``
-    until cancelled (it needs the asyncio backend). Open the Location with
-    ``approver=pegboard.mcp.ClientApprover()`` so that permission requests
-    are put to the client.
+    until cancelled (it needs the asyncio backend). Over HTTP every request
+    must carry ``Authorization: Bearer <token>``, or, for an OAuth resource
+    server, a token ``token_verifier`` accepts (with the SDK's ``auth``
+    settings); Host and Origin headers are checked against ``host``. Open the
+    Location with ``approver=pegboard.mcp.ClientApprover()`` so that requests
+    the rules leave at ``ask`` are answered.
     """
     server = build_server(location, name=name)
     if transport == "stdio":
@@ -40,7 +49,38 @@ async def serve(
         return
     if transport != "http":
         raise ValueError(f"transport is 'stdio' or 'http', not {transport!r}")
-    await _serve_http(server.streamable_http_app(host=host), host, port)
+    await _serve_http(
+        http_app(server, host=host, token=token, auth=auth, token_verifier=token_verifier),
+        host,
+        port,
+    )
+
+
+def http_app(
+    server: LocationServer,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    auth: AuthSettings | None = None,
+    token_verifier: TokenVerifier | None = None,
+) -> ASGIApplication:
+    """The streamable HTTP application for ``server``, guarded as `serve` describes."""
+    if (token is None) == (token_verifier is None):
+        raise ValueError(
+            "serving over HTTP needs one way to authenticate clients: token= (a bearer "
+            "token) or token_verifier= with auth= (an OAuth resource server)"
+        )
+    if token_verifier is not None and auth is None:
+        raise ValueError("token_verifier= needs auth= (mcp.server.auth.settings.AuthSettings)")
+    app: ASGIApplication = CancelOnDisconnect(
+        server.streamable_http_app(
+            host=host,
+            transport_security=transport_security(host),
+            auth=auth,
+            token_verifier=token_verifier,
+        )
+    )
+    return app if token is None else BearerToken(app, token)
 
 
 async def _serve_http(app: ASGIApplication, host: str, port: int) -> None:

@@ -26,8 +26,10 @@ from .._outcome import ToolCall
 from .._permissions import PermissionRejected
 from .._plugins import PluginError
 from .._tool import ToolContext, ToolDefinition
+from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
+from ._resources import ManagedResources
 
 __all__ = ("LocationServer", "build_server")
 
@@ -82,9 +84,11 @@ class Listing:
             tools.append(
                 types.Tool(
                     name=definition.name,
+                    title=definition.title,
                     description=definition.description,
                     input_schema=thaw(definition.input_schema),
                     output_schema=output,
+                    annotations=to_mcp_annotations(definition.annotations),
                 )
             )
         return cls(definitions, tools, frozenset(wrapped))
@@ -113,8 +117,11 @@ class LocationServer(Server[Run]):
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
         )
         self.location = location
+        self._resources = ManagedResources(location.storage.directory)
         self._listing = Listing.of(())
         self.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
@@ -225,13 +232,30 @@ class LocationServer(Server[Run]):
             if questions is None or rest is not None:
                 raise
             return channel.input_required(_first(questions))
-        except (PermissionRejected, RetentionError, PluginError) as error:
+        except PermissionRejected as error:
+            # A refusal is the model's to read and work around, as a tool result;
+            # the pipeline left it unsettled so that a host could stop the run.
+            return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+        except (RetentionError, PluginError) as error:
             # The call could not settle: an error response, not a tool result.
             raise MCPError(types.INTERNAL_ERROR, str(error)) from error
         finally:
             current_channel.reset(token)
         wrapped = params.name in self.listing(request.definitions).wrapped
-        return call_result(outcome, wrapped=wrapped)
+        result = call_result(outcome, wrapped=wrapped)
+        # The file a preview names, as a link the client can read (resources/read).
+        result.content.extend(self._resources.note(outcome))
+        return result
+
+    async def _list_resources(
+        self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return self._resources.listing()
+
+    async def _read_resource(
+        self, context: ServerRequestContext[Run], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self._resources.read(str(params.uri))
 
 
 def _first(group: BaseExceptionGroup[InputNeeded]) -> InputNeeded:

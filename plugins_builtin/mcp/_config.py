@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import string
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,6 +67,11 @@ def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list
         if entry.get("disabled", False):
             continue
         problem = _problem(name, entry)
+        try:
+            environment = _expand(entry.get("environment", {}), "environment")
+            headers = _expand(entry.get("headers", {}), "headers")
+        except ValueError as error:
+            problem = problem or str(error)
         if problem is not None:
             problems.append(f"server {name!r}: {problem}; it is not mounted")
             continue
@@ -72,14 +79,35 @@ def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list
             ServerConfig(
                 name=name,
                 command=tuple(entry.get("command", ())),
-                environment=dict(entry.get("environment", {})),
+                environment=environment,
                 url=entry.get("url"),
-                headers=dict(entry.get("headers", {})),
+                headers=headers,
                 startup_timeout=float(entry.get("startup_timeout", startup)),
                 request_timeout=float(entry.get("request_timeout", request)),
             )
         )
     return configs, problems
+
+
+def _expand(values: Mapping[str, str], table: str) -> dict[str, str]:
+    """``${NAME}`` in a value is the host's environment variable ``NAME`` (``$$`` is a
+    dollar sign), so secrets stay out of the Location's config file.
+    """
+    expanded = {}
+    for key, value in values.items():
+        try:
+            expanded[key] = string.Template(value).substitute(os.environ)
+        except KeyError as missing:
+            raise ValueError(
+                f"{table}.{key} names ${{{missing.args[0]}}}, which is not set in the "
+                "host's environment"
+            ) from None
+        except ValueError:
+            raise ValueError(
+                f"{table}.{key}: write ${{NAME}} for an environment variable and $$ for a "
+                "dollar sign"
+            ) from None
+    return expanded
 
 
 def _problem(name: str, entry: Mapping[str, Any]) -> str | None:

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import pegboard
-from pegboard.mcp import from_mcp_content
+from pegboard.mcp import from_mcp_annotations, from_mcp_content
 
 from ._config import ServerConfig
 
@@ -75,6 +75,8 @@ class Mount:
         self._client: Client | None = None
         self._registration: pegboard.Registration | None = None
         self._changed = anyio.Event()
+        #: The last 401 or 403 a remote server answered with.
+        self._refused: int | None = None
 
     @property
     def name(self) -> str:
@@ -97,7 +99,7 @@ class Mount:
                     await self._follow_changes(client)
         except Exception as error:  # noqa: BLE001 - a failing server must not fail the others
             if not self.ready.is_set():
-                self.error = _why(error)
+                self.error = self._unauthorized() or _why(error)
             elif _closed(error):
                 self._lost()
             else:
@@ -118,6 +120,7 @@ class Mount:
     async def _connect(self) -> AsyncIterator[Client]:
         options: dict[str, Any] = {
             "message_handler": self._message,
+            "elicitation_callback": self._elicit,
             "cache": None,  # listings are re-read on every change anyway
             "client_info": _client_info(),
             "read_timeout_seconds": self.config.request_timeout,
@@ -137,10 +140,50 @@ class Mount:
         from mcp.client.streamable_http import streamable_http_client
 
         timeout = httpx2.Timeout(self.config.startup_timeout, read=self.config.request_timeout)
-        async with httpx2.AsyncClient(headers=dict(self.config.headers), timeout=timeout) as http:
+
+        async def remember(response: httpx2.Response) -> None:
+            # The SDK turns an HTTP error into a generic JSON-RPC one: keep the status.
+            if response.status_code in (401, 403):
+                self._refused = response.status_code
+
+        async with httpx2.AsyncClient(
+            headers=dict(self.config.headers),
+            timeout=timeout,
+            event_hooks={"response": [remember]},
+        ) as http:
             transport = streamable_http_client(self.config.url, http_client=http)
             async with Client(transport, **options) as client:
                 yield client
+
+    async def _elicit(
+        self, context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        """A server asks the user: a plain confirmation goes to the host's permission
+        service (action ``mcp.<server>.elicit``); a form or a URL is declined, as
+        pegboard has no way to fill one in.
+        """
+        message = params.message
+        schema = getattr(params, "requested_schema", None)
+        if schema is None or schema.get("properties"):
+            logger.warning(
+                "server %r asked the user to %s (%r); declined: pegboard answers only "
+                "confirmations from mounted servers",
+                self.name,
+                "open a URL" if schema is None else "fill in a form",
+                message,
+            )
+            return types.ElicitResult(action="decline")
+        try:
+            await self._permissions.ask(
+                pegboard.PermissionRequest(
+                    action=f"mcp.{self.name}.elicit",
+                    resources=[message],
+                    metadata={"server": self.name, "message": message},
+                )
+            )
+        except (pegboard.ToolFailure, pegboard.PermissionRejected):
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={})
 
     async def _message(self, message: IncomingMessage) -> None:
         # Handshake-era servers announce list changes on the connection.
@@ -191,6 +234,13 @@ class Mount:
             else:
                 if name in effective:
                     problem = f"its name becomes {name!r}, as {effective[name]!r} does"
+            if problem is None and _requires_tasks(listed_tool):
+                # Such a tool answers a plain call with an error: advertising it
+                # would offer the model a tool that always fails.
+                problem = (
+                    "it requires task-augmented calls (execution.taskSupport: required), "
+                    "which pegboard does not make"
+                )
             if problem is None:
                 try:
                     made[listed_tool.name] = self._tool(listed_tool)
@@ -221,8 +271,14 @@ class Mount:
         async def execute(input: Mapping[str, Any], context: pegboard.ToolContext) -> Any:
             return await self.call(listed.name, dict(input), context, has_output=output is not None)
 
+        title = listed.title or (listed.annotations.title if listed.annotations else None)
         return pegboard.tool(
-            description=description, execute=execute, input=listed.input_schema, output=output
+            description=description,
+            execute=execute,
+            input=listed.input_schema,
+            output=output,
+            title=title if title and title.strip() else None,
+            annotations=from_mcp_annotations(listed.annotations),
         )
 
     async def call(
@@ -234,7 +290,7 @@ class Mount:
         has_output: bool,
     ) -> pegboard.ToolResponse[Any]:
         """Forward one call: ask permission, call, and map the result back."""
-        action = f"mcp:{self.name}:{tool}"
+        action = f"mcp.{self.name}.{tool}"  # no colon: rules split ACTION:RESOURCE there
         await self._permissions.ask(
             pegboard.PermissionRequest(
                 action=action,
@@ -267,15 +323,34 @@ class Mount:
                     f"the MCP server {self.name!r} did not answer {tool!r} within "
                     f"{self.config.request_timeout:g} s"
                 ) from None
+            why = self._unauthorized() or error.error.message
             raise pegboard.ToolFailure(
-                f"the MCP server {self.name!r} refused the call to {tool!r}: {error.error.message}"
+                f"the MCP server {self.name!r} refused the call to {tool!r}: {why}"
             ) from None
         except RuntimeError as error:
             # The SDK checks structured content against the tool's output schema.
             raise pegboard.ToolFailure(
                 f"the MCP server {self.name!r} returned invalid output from {tool!r}: {error}"
             ) from None
+        if result.is_error:
+            await self._keep_error_content(result, context)
         return self._response(tool, result, has_output=has_output)
+
+    async def _keep_error_content(
+        self, result: types.CallToolResult, context: pegboard.ToolContext
+    ) -> None:
+        """Keep what an error result shows besides its text (images, resources) as the
+        failed call's partial content: the error message holds only text.
+        """
+        other = [block for block in result.content if not isinstance(block, types.TextContent)]
+        if not other:
+            return
+        try:
+            content = from_mcp_content(other)
+        except ValueError as error:
+            logger.warning("server %r: error content pegboard cannot read: %s", self.name, error)
+            return
+        await context.progress(pegboard.Progress(content=content))
 
     def _response(
         self, tool: str, result: types.CallToolResult, *, has_output: bool
@@ -306,6 +381,17 @@ class Mount:
             metadata=metadata,
         )
 
+    def _unauthorized(self) -> str | None:
+        status, self._refused = self._refused, None
+        if status is None:
+            return None
+        reason = "401 Unauthorized" if status == 401 else "403 Forbidden"
+        return (
+            f"it answered {reason}: give the credentials it expects in "
+            f"[mcp.servers.{self.name}] headers, e.g. "
+            'headers = { Authorization = "Bearer ${TOKEN_VARIABLE}" }'
+        )
+
     def _gone(self, tool: str) -> pegboard.PluginError:
         return pegboard.PluginError(
             PLUGIN,
@@ -318,6 +404,10 @@ class Mount:
             "background" if self.ready.is_set() else "activation"
         )
         self._services.report(f"server {self.name!r}: {problem}", phase=phase)
+
+
+def _requires_tasks(listed: types.Tool) -> bool:
+    return listed.execution is not None and listed.execution.task_support == "required"
 
 
 def _closed(error: BaseException) -> bool:

@@ -1,0 +1,206 @@
+"""What guards the HTTP transport: a bearer token, and Host and Origin checks."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ("BearerToken", "CancelOnDisconnect", "is_loopback", "transport_security")
+
+#: Addresses that listen on every interface: no one name for clients to check against.
+_EVERYWHERE = ("", "0.0.0.0", "::")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """Host and Origin validation for a server bound to ``host``, always on.
+
+    The SDK turns the checks on by itself only for three loopback names, so a
+    server on ``127.0.0.2`` or a LAN address would run without them.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if host in _EVERYWHERE:
+        raise ValueError(
+            f"cannot serve on {host or 'every interface'!r}: bind the one address clients "
+            "connect to, so that their Host and Origin headers can be checked"
+        )
+    names = [f"[{host}]" if ":" in host else host]
+    if is_loopback(host):
+        names += ["127.0.0.1", "localhost", "[::1]"]
+    names = list(dict.fromkeys(names))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"{scheme}://{name}:*" for name in names for scheme in ("http", "https")],
+    )
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request carries ``Authorization: Bearer <token>``,
+    or gets ``401 Unauthorized`` without reaching the server.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if not token or token != token.strip():
+            raise ValueError("the bearer token is a non-empty string without surrounding spaces")
+        self.app = app
+        self._token = token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._authorized(scope):
+            body = json.dumps(
+                {
+                    "error": "invalid_token",
+                    "error_description": "this MCP server needs Authorization: Bearer <token>; "
+                    "the token is in the file the server's operator was told about",
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="pegboard", error="invalid_token"'),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, credentials = value.partition(b" ")
+                # Constant time, so the token cannot be guessed byte by byte.
+                return scheme.lower() == b"bearer" and hmac.compare_digest(
+                    credentials.strip(), self._token
+                )
+        return False
+
+
+class CancelOnDisconnect:
+    """ASGI middleware: a handshake-era client that disconnects cancels its call.
+
+    The SDK cancels a 2026-07-28 request when its response stream closes, but
+    on a session (``Mcp-Session-Id``) the handler outlives the POST that
+    started it. When such a POST's connection closes before its response is
+    complete, this sends the session the ``notifications/cancelled`` the client
+    could no longer send, so the call (and any process it started) stops.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+        self.app = app
+        self._limit = DEFAULT_MAX_REQUEST_BODY_SIZE
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not _session(scope):
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before it finished asking: nothing started
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self._limit or not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        request_id = _request_id(body) if size <= self._limit else None
+        replayed = False
+        finished = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": size > self._limit}
+            message = await receive()
+            if message["type"] == "http.disconnect" and not finished and request_id is not None:
+                await self._cancel(scope, request_id)
+            return message
+
+        async def watch(message: Message) -> None:
+            nonlocal finished
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
+            await send(message)
+
+        await self.app(scope, replay, watch)
+
+    async def _cancel(self, scope: Scope, request_id: object) -> None:
+        import anyio
+
+        notification = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": "the client disconnected"},
+            }
+        ).encode()
+        headers = [
+            (name, value)
+            for name, value in scope["headers"]
+            if name not in (b"content-length", b"accept", b"content-type")
+        ]
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-length", str(len(notification)).encode()),
+        ]
+        sent = False
+
+        async def once() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": notification, "more_body": False}
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def discard(message: Message) -> None:
+            return None
+
+        # Shielded: the cancellation must reach the session even as this
+        # connection's own handling is torn down.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self.app({**scope, "headers": headers}, once, discard)
+
+
+def _session(scope: Scope) -> bool:
+    return any(name == b"mcp-session-id" for name, _ in scope["headers"])
+
+
+def _request_id(body: bytes) -> object:
+    """The JSON-RPC ID of a single request, or ``None``."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and "method" in message:
+        request_id = message.get("id")
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            return request_id
+    return None

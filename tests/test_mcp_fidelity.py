@@ -1,0 +1,260 @@
+"""Nothing a server says is lost: titles, annotations, media in errors, questions, auth."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import pegboard
+
+pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'pegboard[mcp]'")
+
+import mcp_types as types
+from mcp import Client
+
+import pegboard.mcp
+
+pytestmark = pytest.mark.anyio
+
+RICH = str(Path(__file__).with_name("mcp_rich_peer.py"))
+HINTS = pegboard.ToolAnnotations(read_only=True, open_world=False)
+
+
+def context(**options: Any) -> pegboard.ToolContext:
+    return pegboard.ToolContext(session_id="s", agent="a", message_id="m", call_id="c", **options)
+
+
+@contextlib.asynccontextmanager
+async def mounted(
+    host: pegboard.Host,
+    root: Path,
+    servers: dict[str, Any],
+    rules: list[dict[str, str]] | None = None,
+    approver: pegboard.Approver | None = None,
+) -> AsyncIterator[pegboard.Location]:
+    plugins = [{"name": "mcp", "options": {"servers": servers, "startup_timeout": 30}}]
+    rules = rules if rules is not None else [{"action": "mcp.*", "effect": "allow"}]
+    async with host.location(
+        root, plugins=plugins, trusted=["mcp"], permissions=rules, approver=approver
+    ) as location:
+        yield location
+
+
+def test_tool_title_and_annotations_reach_the_definition() -> None:
+    """pegboard.tool(title=, annotations=) are carried by Tool and ToolDefinition."""
+
+    async def look(input: object, context: pegboard.ToolContext) -> str:
+        return "a room"
+
+    made = pegboard.tool(description="Look.", execute=look, title="Look around", annotations=HINTS)
+    assert ("Look around", HINTS) == (made.title, made.annotations)
+    with pytest.raises(TypeError, match="True, False or None"):
+        pegboard.ToolAnnotations(read_only="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"pegboard\.ToolAnnotations"):
+        pegboard.tool(description="Look.", execute=look, annotations={"read_only": True})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="title"):
+        pegboard.tool(description="Look.", execute=look, title=" ")
+
+
+async def test_served_tools_advertise_title_annotations_and_output_schema(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """tools/list carries each definition's title, annotations and output schema."""
+
+    async def look(input: object, context: pegboard.ToolContext) -> dict[str, str]:
+        return {"room": "empty"}
+
+    output = {"type": "object", "properties": {"room": {"type": "string"}}}
+    host.tools.register(
+        {
+            "look": pegboard.tool(
+                description="Look.", execute=look, output=output, title="Look around",
+                annotations=HINTS,
+            ),
+            "plain": pegboard.tool(description="Plain.", execute=look),
+        }
+    )  # fmt: skip
+    async with (
+        host.location(workspace, plugins=[]) as location,
+        Client(pegboard.mcp.build_server(location)) as mcp,
+    ):
+        look_tool, plain_tool = (await mcp.list_tools()).tools
+    assert "Look around" == look_tool.title
+    assert types.ToolAnnotations(read_only_hint=True, open_world_hint=False) == (
+        look_tool.annotations
+    )
+    assert output == look_tool.output_schema
+    assert (None, None) == (plain_tool.title, plain_tool.annotations)
+
+
+async def test_mounted_servers_keep_titles_annotations_and_error_media(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """A mounted tool's title and hints survive, and an error's image is its partial."""
+    servers = {"rich": {"command": [sys.executable, RICH]}}
+    async with mounted(host, workspace, servers) as location:
+        assert [] == list(location.plugin_errors)
+        request = location.prepare()
+        definitions = {definition.name: definition for definition in request.definitions}
+        look = definitions["rich_look"]
+        assert ("Look around", HINTS) == (look.title, look.annotations)
+        assert (None, None) == (
+            definitions["rich_broken"].title,
+            definitions["rich_broken"].annotations,
+        )
+        broken = await request.execute(pegboard.ToolCall("rich_broken", {}, context()))
+    assert isinstance(broken, pegboard.Failed)
+    assert "it broke" == broken.error.message
+    assert (pegboard.Image(b"\x89PNG fake", "image/png"),) == broken.partial
+
+
+def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[str]]:
+    """A Mount outside any Location, with what it registers and reports."""
+    from pegboard.plugins_builtin.mcp._config import ServerConfig
+    from pegboard.plugins_builtin.mcp._mount import Mount
+
+    registered: list[dict[str, pegboard.Tool]] = []
+    reports: list[str] = []
+
+    class Tools:
+        def register(self, tools: dict[str, pegboard.Tool], namespace: str) -> None:
+            registered.append(tools)
+
+    class Services:
+        def report(self, problem: str, phase: str) -> None:
+            reports.append(problem)
+
+    mount = Mount(
+        ServerConfig(name="far", command=("x",)),
+        tools=Tools(),  # type: ignore[arg-type]
+        permissions=permissions,
+        services=Services(),  # type: ignore[arg-type]
+        root=Path("."),
+    )
+    return mount, registered, reports
+
+
+async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver() -> None:
+    """A confirmation is the host's permission service's to answer (action
+    mcp.<server>.elicit); a form or a URL is declined, never answered blindly.
+    """
+    asked: list[pegboard.PermissionRequest] = []
+
+    async def approver(request: pegboard.PermissionRequest) -> Any:
+        asked.append(request)
+        return "once" if len(asked) == 1 else pegboard.Reject()
+
+    mount, _, _ = bare_mount(pegboard.Permissions(approver=approver))
+    confirm = types.ElicitRequestFormParams(
+        message="Proceed?", requested_schema={"type": "object", "properties": {}}
+    )
+    form = types.ElicitRequestFormParams(
+        message="Your name?",
+        requested_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+    )
+    url = types.ElicitRequestURLParams(
+        message="Sign in", url="https://example.com/login", elicitation_id="e1"
+    )
+    answers = [
+        (await mount._elicit(None, params)).action for params in (confirm, confirm, form, url)
+    ]
+    assert ["accept", "decline", "decline", "decline"] == answers
+    assert [("mcp.far.elicit", ("Proceed?",))] * 2 == [
+        (request.action, request.resources) for request in asked
+    ]
+    denied, _, _ = bare_mount(
+        pegboard.Permissions([{"action": "mcp.far.elicit", "resource": "*", "effect": "deny"}])
+    )
+    assert "decline" == (await denied._elicit(None, confirm)).action
+
+
+async def test_tools_that_require_tasks_are_left_out_with_a_reason() -> None:
+    """A tool with execution.taskSupport 'required' is not advertised; the reason is recorded."""
+    mount, registered, reports = bare_mount(pegboard.Permissions())
+    schema = {"type": "object"}
+    mount._register(
+        [
+            types.Tool(name="now", input_schema=schema),
+            types.Tool(
+                name="later",
+                input_schema=schema,
+                execution=types.ToolExecution(task_support="required"),
+            ),
+            types.Tool(
+                name="either",
+                input_schema=schema,
+                execution=types.ToolExecution(task_support="optional"),
+            ),
+        ]
+    )
+    assert [["now", "either"]] == [list(tools) for tools in registered]
+    [report] = reports
+    assert report.startswith("server 'far': tool 'later' is not mounted: it requires task")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+async def test_a_remote_mount_authenticates_from_the_environment_and_reports_401(
+    host: pegboard.Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """headers take ${VARIABLE}s from the host's environment; a 401 is named as such;
+    annotations round-trip through pegboard serve and the mcp plugin.
+    """
+    served_root, mounting_root = tmp_path / "served", tmp_path / "mounting"
+    served_root.mkdir()
+    mounting_root.mkdir()
+
+    async def look(input: object, context: pegboard.ToolContext) -> str:
+        return "a room"
+
+    served = pegboard.Host()
+    served.tools.register(
+        {
+            "look": pegboard.tool(
+                description="Look.", execute=look, title="Look around", annotations=HINTS
+            )
+        }
+    )
+    port = free_port()
+    monkeypatch.setenv("FAR_TOKEN", "s3cret")
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with (
+        served.location(served_root, plugins=[]) as location,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(location, transport="http", port=port, token="s3cret")
+        )
+        with anyio.fail_after(20):
+            while True:  # until uvicorn listens
+                async with mounted(host, mounting_root, {"far": {"url": url}}) as refused:
+                    errors = [problem.message for problem in refused.plugin_errors]
+                if "Connect" not in " ".join(errors):
+                    break
+                await anyio.sleep(0.1)
+        good = {"url": url, "headers": {"Authorization": "Bearer ${FAR_TOKEN}"}}
+        async with mounted(host, mounting_root, {"far": good}) as mounting:
+            [definition] = mounting.prepare().definitions
+        unset = {"url": url, "headers": {"Authorization": "Bearer ${NOT_SET_ANYWHERE}"}}
+        async with mounted(host, mounting_root, {"far": unset}) as missing:
+            [problem] = missing.plugin_errors
+        tasks.cancel_scope.cancel()
+    assert "it answered 401 Unauthorized" in errors[0]
+    assert ("far_look", "Look around", HINTS) == (
+        definition.name,
+        definition.title,
+        definition.annotations,
+    )
+    assert "names ${NOT_SET_ANYWHERE}, which is not set" in problem.message
