@@ -40,7 +40,7 @@ BASE_OPTIONS = (
 MAX_MESSAGE = 1 << 20
 #: How much of an overlong message is kept.
 _HEAD = 64 << 10
-_CHUNK = 1 << 16
+_READ = 1 << 20
 _STDERR = 4096
 _LONG_MATCH = re.compile(
     rb'\{"type":"match","data":\{"path":\{"(?:text|bytes)":"(?:[^"\\]|\\.)*"\},'
@@ -119,6 +119,11 @@ class Lines:
                 self._buffer.clear()
             else:
                 out.append(chunk[:end])
+            last = chunk.rfind(self._separator)
+            if last > end and len(chunk) <= self._limit:
+                # Whole messages in between, none longer than the limit: split at once.
+                out.extend(chunk[end + 1 : last].split(self._separator))
+                end = last
             chunk = chunk[end + 1 :]
         return out
 
@@ -216,8 +221,8 @@ async def run(
     config: str | None = None,
     separator: bytes = b"\n",
     done: Run,
-) -> AsyncGenerator[bytes | Long, None]:
-    """Run rg in the open folder ``cwd``, yielding its output messages as they come.
+) -> AsyncGenerator[list[bytes | Long], None]:
+    """Run rg in the open folder ``cwd``, yielding its output messages in batches as they come.
 
     ``config`` is a ripgrep config file of further arguments (used instead of
     ``--no-config``). The process is killed when the caller stops early,
@@ -242,9 +247,14 @@ async def run(
         try:
             assert process.stdout is not None
             lines = Lines(separator=separator)
-            async for chunk in process.stdout:
-                for message in lines.feed(chunk):
-                    yield message
+            while True:
+                try:
+                    chunk = await process.stdout.receive(_READ)
+                except anyio.EndOfStream:
+                    break
+                batch = lines.feed(chunk)
+                if batch:
+                    yield batch
             done.returncode = await process.wait()
         finally:
             if process.returncode is None:

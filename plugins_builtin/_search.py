@@ -437,11 +437,12 @@ async def _files(scope: _Scope) -> AsyncGenerator[str, None]:
         arguments, cwd=scope.cwd, cwd_path=scope.cwd_path, done=done, separator=b"\0"
     )
     async with contextlib.aclosing(messages):
-        async for message in messages:
-            if isinstance(message, bytes):
-                path = _plain(os.fsdecode(message))
-                if scope.inside(path):
-                    yield path
+        async for batch in messages:
+            for message in batch:
+                if isinstance(message, bytes):
+                    path = _plain(os.fsdecode(message))
+                    if scope.inside(path):
+                        yield path
 
 
 async def _list_for_grep(
@@ -496,46 +497,48 @@ async def _grep(
         key: list[str] = []
         wanted = False
         async with contextlib.aclosing(messages):
-            async for message in messages:
-                if isinstance(message, _ripgrep.Long):
-                    if path is not None and wanted:
-                        _long_match(message, path, key, found)
-                    continue
-                if message.startswith(b'{"type":"match"'):
-                    if path is None or not wanted:
+            async for batch in messages:
+                for message in batch:
+                    if type(message) is not bytes:
+                        assert isinstance(message, _ripgrep.Long)
+                        if path is not None and wanted:
+                            _long_match(message, path, key, found)
                         continue
-                    data = orjson.loads(message)["data"]
-                    line = data.get("line_number") or 0
-                    if not found.wants(key, line):
-                        wanted = False  # later lines of this file come later still
-                        continue
-                    text = (
-                        _ripgrep.decode(data["lines"], "replace")
-                        .removesuffix("\n")
-                        .removesuffix("\r")
-                    )
-                    entry = f"{path}:{line}: {clip(text, GREP_LINE_CHARACTERS)}"
-                    found.keep(key, line, entry)
-                elif message.startswith(b'{"type":"begin"'):
-                    data = orjson.loads(message)["data"]
-                    path = _plain(_ripgrep.decode(data["path"]))
-                    if (
-                        not scope.inside(path)
-                        or (by_path is not None and not by_path(path))
-                        or (scope.denied is not None and scope.denied(path))
-                    ):
-                        path = None  # not reported, not counted
-                        continue
-                    key = _key(path)
-                    wanted = found.wants(key)
-                elif message.startswith(b'{"type":"end"'):
-                    if path is not None:
-                        lines = orjson.loads(message)["data"]["stats"]["matched_lines"]
-                        found.count += lines
-                        found.files += lines > 0
-                    path = None
-                elif message.startswith(b'{"type":"summary"'):
-                    summary = True
+                    # The type's first letter, after '{"type":"': by far most
+                    # messages are matches of files already past the cap.
+                    kind = message[9:10]
+                    if kind == b"m":
+                        if path is None or not wanted:
+                            continue
+                        data = orjson.loads(message)["data"]
+                        line = data.get("line_number") or 0
+                        if not found.wants(key, line):
+                            wanted = False  # later lines of this file come later still
+                            continue
+                        text = _ripgrep.decode(data["lines"], "replace")
+                        text = text.removesuffix("\n").removesuffix("\r")
+                        entry = f"{path}:{line}: {clip(text, GREP_LINE_CHARACTERS)}"
+                        found.keep(key, line, entry)
+                    elif kind == b"b":
+                        data = orjson.loads(message)["data"]
+                        path = _plain(_ripgrep.decode(data["path"]))
+                        if (
+                            not scope.inside(path)
+                            or (by_path is not None and not by_path(path))
+                            or (scope.denied is not None and scope.denied(path))
+                        ):
+                            path = None  # not reported, not counted
+                            continue
+                        key = _key(path)
+                        wanted = found.wants(key)
+                    elif kind == b"e":
+                        if path is not None:
+                            lines = orjson.loads(message)["data"]["stats"]["matched_lines"]
+                            found.count += lines
+                            found.files += lines > 0
+                        path = None
+                    elif kind == b"s":
+                        summary = True
     finally:
         if config is not None:
             await anyio.Path(config).unlink(missing_ok=True)
