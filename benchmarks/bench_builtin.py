@@ -302,6 +302,29 @@ async def bench_search(location: pegboard.Location, root: Path, rounds: int) -> 
     )
 
 
+async def bench_big_gitignore(host: pegboard.Host, scratch: Path, rounds: int) -> None:
+    """A 3 MB .gitignore (120,000 rules) over a small tree, at the root and above a folder."""
+    root = scratch / "ignored-tree"
+    (root / "sub").mkdir(parents=True)
+    rules = "".join(f"generated/file{index:07d}.txt\n" for index in range(120_000))
+    (root / ".gitignore").write_text(rules + "ignored.txt\n")
+    for index in range(200):
+        (root / "sub" / f"f{index}.txt").write_text("needle\n" if index % 10 == 0 else "hay\n")
+    size = (root / ".gitignore").stat().st_size
+    async with host.location(root, permissions=ALLOW_ALL, storage=scratch / "s2") as location:
+        request = location.prepare()
+        contenders = [
+            ("grep at the root", tool(request, "grep", pattern="needle"), False),
+            ("grep in sub/", tool(request, "grep", pattern="needle", path="sub"), False),
+            ("rg -n", command(binary(), "-n", "--no-require-git", "needle", root), True),
+        ]
+        await Timer().run(contenders, 1)
+        timer = Timer()
+        await timer.run(contenders, rounds)
+    print(f"## grep with a {size / 1e6:.1f} MB .gitignore (200 files)\n")
+    table(timer, [("grep at the root", "rg -n"), ("grep in sub/", "rg -n")], "search")
+
+
 async def main(arguments: argparse.Namespace) -> None:
     files, size = (2_000, 20_000_000) if arguments.quick else (20_000, 200_000_000)
     rounds = arguments.rounds or (2 if arguments.quick else 5)
@@ -326,6 +349,8 @@ async def main(arguments: argparse.Namespace) -> None:
                 await bench_bash(location, scratch, size, rounds)
             if arguments.only in (None, "search"):
                 await bench_search(location, root, rounds)
+        if arguments.only in (None, "search"):
+            await bench_big_gitignore(host, scratch, rounds)
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

@@ -230,7 +230,8 @@ async def run(
     """
     # On Linux the child changes into the folder the descriptor holds,
     # whatever its path names by now; elsewhere the path is used.
-    directory = f"/proc/self/fd/{cwd}" if sys.platform == "linux" else cwd_path
+    linux = sys.platform == "linux"
+    directory = f"/proc/self/fd/{cwd}" if linux else cwd_path
     environment = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
     if config is not None:
         environment["RIPGREP_CONFIG_PATH"] = config
@@ -242,7 +243,7 @@ async def run(
             env=environment,
             stdin=subprocess.DEVNULL,
             stderr=errors,
-            pass_fds=(cwd,),
+            pass_fds=(cwd,) if linux else (),
         )
         try:
             assert process.stdout is not None

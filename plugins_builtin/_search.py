@@ -336,7 +336,8 @@ class Search:
             except OSError:
                 continue
             text = data.decode("utf-8", "replace")
-            lines.extend(text.splitlines() if not folder else _rebase(text, folder))
+            rebased = text.splitlines() if not folder else _rebase(text, folder)
+            lines.extend(line for line in rebased if _may_apply_below(line, parts))
         if not lines:
             return None
         path = scratch / "inherited.gitignore"
@@ -412,6 +413,25 @@ def _rebase(text: str, folder: str) -> list[str]:
         rebased = base + body.lstrip("/") if anchored else f"{base}**/{body}"
         lines.append(("!" if negate else "") + rebased)
     return lines
+
+
+def _may_apply_below(line: str, folder: list[str]) -> bool:
+    """Whether a root-based .gitignore line may match a path below ``folder``.
+
+    Rules anchored elsewhere (``/docs/build``, ``generated/x.txt`` in the root's
+    file when ``src`` is searched) are left out, so a huge .gitignore costs rg
+    only the rules that matter; anything unsure is kept.
+    """
+    body = line.removeprefix("!").rstrip("/")
+    if not body.strip() or line.startswith("#") or "**" in body or "/" not in body:
+        return True
+    segments = body.lstrip("/").split("/")
+    if len(segments) <= len(folder):
+        return False  # it names the folder or one above: never a path rg walks
+    return all(
+        any(char in segment for char in "*?[\\") or segment == name
+        for segment, name in zip(segments, folder, strict=False)
+    )
 
 
 def _compile_glob(pattern: str, field: str) -> Callable[[str, str], bool]:

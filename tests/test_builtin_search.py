@@ -658,3 +658,28 @@ async def test_denied_files_are_left_out_of_the_search_itself(
     assert "No lines match 'TOKEN' in the Location" in text(outcome)
     assert 1 == len(configs)
     assert ["--glob=!/.env", "--glob=!/sub/.env"] == sorted(configs[0].split())
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [
+        ("*.log", True),  # unanchored: any depth
+        ("build/", True),
+        ("/src/app/*.tmp", True),
+        ("src/app/x", True),
+        ("/s*/app/x", True),  # a wildcard: kept, unsure
+        ("/src/**/x", True),
+        ("!/src/app/keep", True),
+        ("# comment", True),
+        ("/docs/build", False),  # anchored to another folder
+        ("generated/file0000001.txt", False),
+        ("/src/app", False),  # the searched folder itself: rg never matches its root
+        ("/src", False),
+        ("!/other/x", False),
+    ],
+)
+def test_only_gitignore_rules_that_can_apply_below_a_folder_are_passed(
+    line: str, kept: bool
+) -> None:
+    """For a search in src/app, rules anchored elsewhere cannot match and are left out."""
+    assert kept == _search._may_apply_below(line, ["src", "app"])
