@@ -8,7 +8,6 @@ import contextlib
 import os
 import posixpath
 import re
-import shutil
 import stat
 import tempfile
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -244,7 +243,10 @@ class Search:
                 found.searched = await _list_for_grep(scope, by_path, excluded)
                 found.skipped_files = len(excluded)
             found.skipped_folders = len(scope.folders)
-            await _grep(scope, input.pattern, excluded, by_path, found)
+            # rg searches a path it is given even when a --glob excludes it: a
+            # denied file named as the path is not handed to rg at all.
+            if shown not in excluded:
+                await _grep(scope, input.pattern, excluded, by_path, found)
             if not found.count and found.searched is None:
                 # rg's JSON output counts only files with matches; "nothing
                 # matched" says how many files were looked at.
@@ -289,10 +291,11 @@ class Search:
             root = self._filesystem.open_directory(self._filesystem.root)
         except OSError as error:
             raise failure(error, self._filesystem.root, self._filesystem) from None
-        scratch = Path(await anyio.to_thread.run_sync(tempfile.mkdtemp))
+        ignore: Path | None = None
         try:
             arguments = list(_ripgrep.BASE_OPTIONS)
-            ignore = await anyio.to_thread.run_sync(self._inherited_ignores, shown, scratch)
+            if shown != "." and not shown.startswith("/"):
+                ignore = await anyio.to_thread.run_sync(self._inherited_ignores, shown)
             if ignore is not None:
                 arguments.append(f"--ignore-file={ignore}")
             denied = None
@@ -314,12 +317,13 @@ class Search:
             )
         finally:
             os.close(root)
-            await anyio.to_thread.run_sync(shutil.rmtree, scratch, True)
+            if ignore is not None:
+                await anyio.Path(ignore).unlink(missing_ok=True)
 
-    def _inherited_ignores(self, shown: str, scratch: Path) -> Path | None:
+    def _inherited_ignores(self, shown: str) -> Path | None:
         """The .gitignore rules of the folders from the root down to above ``shown``, rebased.
 
-        rg reads no ignore file above the folder it searches (so nothing outside
+        rg applies no ignore file above the folder it searches (so nothing outside
         the Location decides); these are passed as one --ignore-file, which rg
         matches against paths from the root, the folder it runs in.
         """
@@ -340,9 +344,10 @@ class Search:
             lines.extend(line for line in rebased if _may_apply_below(line, parts))
         if not lines:
             return None
-        path = scratch / "inherited.gitignore"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
-        return path
+        descriptor, name = tempfile.mkstemp(prefix="pegboard-gitignore-")
+        with os.fdopen(descriptor, "w", encoding="utf-8", errors="surrogateescape") as file:
+            file.write("\n".join(lines) + "\n")
+        return Path(name)
 
     def _existing(self, folders: Sequence[str], shown: str) -> list[str]:
         """The pruned folders that exist (as folders, not links) below ``shown``."""

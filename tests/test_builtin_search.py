@@ -560,7 +560,7 @@ async def test_search_skips_what_read_is_denied(
 
 
 async def test_search_never_reveals_denied_content_even_in_counts(
-    host: pegboard.Host, workspace: Path, storage_dir: Path
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whether a denied file matches or not, the answer is the same: no content oracle."""
     tree(workspace, {".env": "TOKEN=hunter2\n", "a.txt": "nothing\n"})
@@ -571,9 +571,19 @@ async def test_search_never_reveals_denied_content_even_in_counts(
         assert metadata(hit) == metadata(miss)
         assert 1 == metadata(hit)["skipped_files"]
         assert "hunter2" not in str(metadata(hit))
-        # Named directly, a denied file is still not searched.
+    # Named directly, a denied file is still not searched: rg never sees it.
+    seen: list[list[str]] = []
+    run = _ripgrep.run
+
+    def recording(arguments: list[str], **options: Any) -> Any:
+        seen.append(list(arguments))
+        return run(arguments, **options)
+
+    monkeypatch.setattr(_ripgrep, "run", recording)
+    async with opened(host, workspace, storage_dir, permissions=_rules(".env")) as location:
         one = await call(location, "grep", pattern="hunter2", path=".env")
-        assert "No lines match" in text(one)
+    assert "No lines match 'hunter2' in .env (0 files searched)." in text(one)
+    assert not [arguments for arguments in seen if "--json" in arguments]
 
 
 @pytest.mark.parametrize("rule", ["secrets/*", "secrets/**"])
@@ -683,3 +693,12 @@ def test_only_gitignore_rules_that_can_apply_below_a_folder_are_passed(
 ) -> None:
     """For a search in src/app, rules anchored elsewhere cannot match and are left out."""
     assert kept == _search._may_apply_below(line, ["src", "app"])
+
+
+async def test_grep_searches_a_saved_output_file(location: pegboard.Location) -> None:
+    """A bash spool file (outside the root, readable) is searched by its absolute path."""
+    outcome = await call(location, "bash", command="seq 1 400000")
+    spool = metadata(outcome)["spool"]
+    assert spool
+    found = await call(location, "grep", pattern="^39999[0-9]$", path=spool)
+    assert [f"{spool}:{n}: {n}" for n in range(399990, 400000)] == text(found).split("\n")
