@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import importlib.metadata
 import os
@@ -11,10 +12,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import attrs
 
 import pegboard
@@ -41,6 +43,7 @@ MAX_MESSAGE = 1 << 20
 #: How much of an overlong message is kept.
 _HEAD = 64 << 10
 _READ = 1 << 20
+_F_SETPIPE_SZ = 1031  # Linux's fcntl.F_SETPIPE_SZ (named there from Python 3.10)
 _STDERR = 4096
 _LONG_MATCH = re.compile(
     rb'\{"type":"match","data":\{"path":\{"(?:text|bytes)":"(?:[^"\\]|\\.)*"\},'
@@ -218,15 +221,16 @@ async def run(
     *,
     cwd: int,
     cwd_path: str,
+    consume: Callable[[list[bytes | Long]], None],
     config: str | None = None,
     separator: bytes = b"\n",
-    done: Run,
-) -> AsyncGenerator[list[bytes | Long], None]:
-    """Run rg in the open folder ``cwd``, yielding its output messages in batches as they come.
+) -> Run:
+    """Run rg in the open folder ``cwd``, handing its output messages to ``consume``.
 
-    ``config`` is a ripgrep config file of further arguments (used instead of
-    ``--no-config``). The process is killed when the caller stops early,
-    fails or is cancelled; close the iterator (``contextlib.aclosing``).
+    Reading and ``consume`` run in a worker thread, so a search with many
+    matches never holds up the event loop. ``config`` is a ripgrep config file
+    of further arguments (used instead of ``--no-config``). The process is
+    killed when the call fails or is cancelled.
     """
     # On Linux the child changes into the folder the descriptor holds,
     # whatever its path names by now; elsewhere the path is used.
@@ -235,32 +239,65 @@ async def run(
     environment = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
     if config is not None:
         environment["RIPGREP_CONFIG_PATH"] = config
+    done = Run()
     with tempfile.TemporaryFile() as errors:
         # stderr goes to a file: a pipe nobody reads could fill and stall rg.
-        process = await anyio.open_process(
-            [binary(), *arguments],
-            cwd=directory,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stderr=errors,
-            pass_fds=(cwd,) if linux else (),
-        )
+        command = [binary(), *arguments]
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                command,
+                cwd=directory,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                pass_fds=(cwd,) if linux else (),
+            )
+
+        process = await anyio.to_thread.run_sync(start)
         try:
-            assert process.stdout is not None
-            lines = Lines(separator=separator)
-            while True:
-                try:
-                    chunk = await process.stdout.receive(_READ)
-                except anyio.EndOfStream:
-                    break
-                batch = lines.feed(chunk)
-                if batch:
-                    yield batch
-            done.returncode = await process.wait()
+            # On cancellation the thread is left behind, rg is killed below,
+            # and the thread then reads the end of the pipe and stops.
+            await anyio.to_thread.run_sync(
+                _pump, process, separator, consume, abandon_on_cancel=True
+            )
+            done.returncode = await anyio.to_thread.run_sync(process.wait)
         finally:
-            if process.returncode is None:
+            if process.poll() is None:
                 process.kill()
             with anyio.CancelScope(shield=True):
-                await process.aclose()
+                await anyio.to_thread.run_sync(process.wait)
         errors.seek(0)
         done.stderr = errors.read(_STDERR).decode("utf-8", "replace").strip()
+    return done
+
+
+def _pump(
+    process: subprocess.Popen[bytes],
+    separator: bytes,
+    consume: Callable[[list[bytes | Long]], None],
+) -> None:
+    stdout = process.stdout
+    assert stdout is not None
+    with stdout:
+        if sys.platform == "linux":
+            # A bigger pipe: fewer, larger reads (F_SETPIPE_SZ; best effort).
+            import fcntl
+
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(stdout.fileno(), _F_SETPIPE_SZ, _READ)
+        lines = Lines(separator=separator)
+        descriptor = stdout.fileno()
+        buffer = bytearray(_READ)
+        view = memoryview(buffer)
+        while True:
+            if hasattr(os, "readv"):  # into one reused buffer
+                chunk = bytes(view[: os.readv(descriptor, [buffer])])
+            else:
+                chunk = os.read(descriptor, _READ)
+            if not chunk:
+                break
+            batch = lines.feed(chunk)
+            if batch:
+                consume(batch)

@@ -10,7 +10,7 @@ import posixpath
 import re
 import stat
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,17 +180,18 @@ class Search:
         found = _Found(GLOB_LIMIT)
         async with self._scope(real, shown, (), directory=True) as scope:
             prefix = "" if shown == "." else shown.rstrip("/") + "/"
-            listing = _files(scope)
-            async with contextlib.aclosing(listing):
-                async for path in listing:
-                    relative = path[len(prefix) :]
-                    if not matches(posixpath.basename(path), relative):
-                        continue
-                    if scope.denied is not None and scope.denied(path):
-                        found.skipped_files += 1
-                        continue
-                    found.count += 1
-                    found.keep(_key(path), 0, path)
+            denied = scope.denied
+
+            def each(path: str) -> None:
+                if not matches(posixpath.basename(path), path[len(prefix) :]):
+                    return
+                if denied is not None and denied(path):
+                    found.skipped_files += 1
+                    return
+                found.count += 1
+                found.keep(_key(path), 0, path)
+
+            await _files(scope, each)
             found.skipped_folders = len(scope.folders)
         await self._confirm(found)
         where = f"in {shown}" if shown != "." else "in the Location"
@@ -454,20 +455,20 @@ def _plain(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-async def _files(scope: _Scope) -> AsyncGenerator[str, None]:
-    """Every file rg lists below the search path, inside it."""
-    done = _ripgrep.Run()
+async def _files(scope: _Scope, each: Callable[[str], None]) -> None:
+    """Call ``each`` (in a worker thread) with every file rg lists inside the search path."""
+
+    def consume(batch: list[bytes | _ripgrep.Long]) -> None:
+        for message in batch:
+            if isinstance(message, bytes):
+                path = _plain(os.fsdecode(message))
+                if scope.inside(path):
+                    each(path)
+
     arguments = [*scope.options, "--files", "--null", "--", _target(scope)]
-    messages = _ripgrep.run(
-        arguments, cwd=scope.cwd, cwd_path=scope.cwd_path, done=done, separator=b"\0"
+    await _ripgrep.run(
+        arguments, cwd=scope.cwd, cwd_path=scope.cwd_path, consume=consume, separator=b"\0"
     )
-    async with contextlib.aclosing(messages):
-        async for batch in messages:
-            for message in batch:
-                if isinstance(message, bytes):
-                    path = _plain(os.fsdecode(message))
-                    if scope.inside(path):
-                        yield path
 
 
 async def _list_for_grep(
@@ -475,16 +476,79 @@ async def _list_for_grep(
 ) -> int:
     """How many files grep searches; the ones the rules deny are added to ``excluded``."""
     searched = 0
-    listing = _files(scope)
-    async with contextlib.aclosing(listing):
-        async for path in listing:
-            if by_path is not None and not by_path(path):
-                continue
-            if scope.denied is not None and scope.denied(path):
-                excluded.append(path)
-            else:
-                searched += 1
+    denied = scope.denied
+
+    def each(path: str) -> None:
+        nonlocal searched
+        if by_path is not None and not by_path(path):
+            return
+        if denied is not None and denied(path):
+            excluded.append(path)
+        else:
+            searched += 1
+
+    await _files(scope, each)
     return searched
+
+
+@attrs.define
+class _Matches:
+    """Reads rg's JSON messages into a `_Found`, one file at a time."""
+
+    scope: _Scope
+    by_path: Callable[[str], bool] | None
+    found: _Found
+    path: str | None = None
+    key: list[str] = attrs.field(factory=list)
+    wanted: bool = False
+    summary: bool = False
+
+    def consume(self, batch: list[bytes | _ripgrep.Long]) -> None:
+        found = self.found
+        for message in batch:
+            if type(message) is not bytes:
+                assert isinstance(message, _ripgrep.Long)
+                if self.path is not None and self.wanted:
+                    _long_match(message, self.path, self.key, found)
+                continue
+            # The type's first letter, after '{"type":"': by far most messages
+            # are matches in files already past the cap, skipped unparsed.
+            kind = message[9:10]
+            if kind == b"m":
+                if self.path is None or not self.wanted:
+                    continue
+                data = orjson.loads(message)["data"]
+                line = data.get("line_number") or 0
+                if not found.wants(self.key, line):
+                    self.wanted = False  # later lines of this file come later still
+                    continue
+                text = _ripgrep.decode(data["lines"], "replace")
+                text = text.removesuffix("\n").removesuffix("\r")
+                entry = f"{self.path}:{line}: {clip(text, GREP_LINE_CHARACTERS)}"
+                found.keep(self.key, line, entry)
+            elif kind == b"b":
+                self.begin(_plain(_ripgrep.decode(orjson.loads(message)["data"]["path"])))
+            elif kind == b"e":
+                if self.path is not None:
+                    lines = orjson.loads(message)["data"]["stats"]["matched_lines"]
+                    found.count += lines
+                    found.files += lines > 0
+                self.path = None
+            elif kind == b"s":
+                self.summary = True
+
+    def begin(self, path: str) -> None:
+        scope = self.scope
+        if (
+            not scope.inside(path)
+            or (self.by_path is not None and not self.by_path(path))
+            or (scope.denied is not None and scope.denied(path))
+        ):
+            self.path = None  # not reported, not counted
+            return
+        self.path = path
+        self.key = _key(path)
+        self.wanted = self.found.wants(self.key)
 
 
 async def _grep(
@@ -498,76 +562,22 @@ async def _grep(
     config = None
     if excluded:
         # Any number of exclusions, through a config file rather than argv.
-        descriptor, name = await anyio.to_thread.run_sync(tempfile.mkstemp)
-        os.close(descriptor)
-        config = Path(name)
-        lines = [f"--glob=!/{escape(path)}" for path in excluded]
-        await anyio.Path(config).write_text(
-            "\n".join(line.replace("\n", "?") for line in lines) + "\n",
-            encoding="utf-8",
-            errors="surrogateescape",
-        )
+        lines = [f"--glob=!/{escape(path)}".replace("\n", "?") for path in excluded]
+        config = await anyio.to_thread.run_sync(_write_config, lines)
         arguments.remove("--no-config")
-    done = _ripgrep.Run()
-    summary = False
+    matches = _Matches(scope, by_path, found)
     try:
-        messages = _ripgrep.run(
+        done = await _ripgrep.run(
             arguments,
             cwd=scope.cwd,
             cwd_path=scope.cwd_path,
             config=None if config is None else str(config),
-            done=done,
+            consume=matches.consume,
         )
-        path: str | None = None
-        key: list[str] = []
-        wanted = False
-        async with contextlib.aclosing(messages):
-            async for batch in messages:
-                for message in batch:
-                    if type(message) is not bytes:
-                        assert isinstance(message, _ripgrep.Long)
-                        if path is not None and wanted:
-                            _long_match(message, path, key, found)
-                        continue
-                    # The type's first letter, after '{"type":"': by far most
-                    # messages are matches of files already past the cap.
-                    kind = message[9:10]
-                    if kind == b"m":
-                        if path is None or not wanted:
-                            continue
-                        data = orjson.loads(message)["data"]
-                        line = data.get("line_number") or 0
-                        if not found.wants(key, line):
-                            wanted = False  # later lines of this file come later still
-                            continue
-                        text = _ripgrep.decode(data["lines"], "replace")
-                        text = text.removesuffix("\n").removesuffix("\r")
-                        entry = f"{path}:{line}: {clip(text, GREP_LINE_CHARACTERS)}"
-                        found.keep(key, line, entry)
-                    elif kind == b"b":
-                        data = orjson.loads(message)["data"]
-                        path = _plain(_ripgrep.decode(data["path"]))
-                        if (
-                            not scope.inside(path)
-                            or (by_path is not None and not by_path(path))
-                            or (scope.denied is not None and scope.denied(path))
-                        ):
-                            path = None  # not reported, not counted
-                            continue
-                        key = _key(path)
-                        wanted = found.wants(key)
-                    elif kind == b"e":
-                        if path is not None:
-                            lines = orjson.loads(message)["data"]["stats"]["matched_lines"]
-                            found.count += lines
-                            found.files += lines > 0
-                        path = None
-                    elif kind == b"s":
-                        summary = True
     finally:
         if config is not None:
             await anyio.Path(config).unlink(missing_ok=True)
-    if done.returncode not in (0, 1) and not summary:
+    if done.returncode not in (0, 1) and not matches.summary:
         reason = done.stderr or f"rg exited with status {done.returncode}"
         if "regex" in reason:
             reason = " ".join(line.strip() for line in reason.removeprefix("rg: ").splitlines())
@@ -577,6 +587,13 @@ async def _grep(
                 r"such as . ( [ with \)"
             )
         raise pegboard.ToolFailure(f"grep failed: {reason}")
+
+
+def _write_config(lines: list[str]) -> Path:
+    descriptor, name = tempfile.mkstemp(prefix="pegboard-rg-")
+    with os.fdopen(descriptor, "w", encoding="utf-8", errors="surrogateescape") as file:
+        file.write("\n".join(lines) + "\n")
+    return Path(name)
 
 
 def _long_match(message: _ripgrep.Long, path: str, key: list[str], found: _Found) -> None:
