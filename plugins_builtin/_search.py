@@ -380,7 +380,14 @@ class Search:
                 kept.append((key, line, entry))
             return kept
 
-        found.shown = await anyio.to_thread.run_sync(check)
+        kept = await anyio.to_thread.run_sync(check)
+        if len(kept) < len(found.shown):
+            dropped = {"/".join(key) for key, _, _ in found.shown} - {
+                "/".join(key) for key, _, _ in kept
+            }
+            found.count -= len(found.shown) - len(kept)
+            found.files = max(0, found.files - len(dropped))
+            found.shown = kept
 
 
 def _skipped_metadata(found: _Found) -> dict[str, int]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from builtin_calls import call, failure, metadata, opened, running, text
 
@@ -702,3 +703,58 @@ async def test_grep_searches_a_saved_output_file(location: pegboard.Location) ->
     assert spool
     found = await call(location, "grep", pattern="^39999[0-9]$", path=spool)
     assert [f"{spool}:{n}: {n}" for n in range(399990, 400000)] == text(found).split("\n")
+
+
+def _fake_rg(monkeypatch: pytest.MonkeyPatch, grep: list[bytes], files: list[bytes]) -> None:
+    """rg replaced by canned output: JSON messages for grep, NUL-ended paths for a listing."""
+
+    async def fake(arguments: list[str], **options: Any) -> _ripgrep.Run:
+        lines = _ripgrep.Lines(separator=options.get("separator", b"\n"))
+        canned = b"".join(path + b"\0" for path in files) if "--files" in arguments else b""
+        if "--json" in arguments:
+            canned = b"".join(message + b"\n" for message in grep)
+        options["consume"](lines.feed(canned))
+        return _ripgrep.Run(returncode=0)
+
+    monkeypatch.setattr(_ripgrep, "run", fake)
+
+
+def _json_match(path: str, line: int, text: str) -> list[bytes]:
+    data = {"path": {"text": path}}
+    return [
+        orjson.dumps({"type": "begin", "data": data}),
+        orjson.dumps(
+            {"type": "match", "data": {**data, "lines": {"text": text}, "line_number": line}}
+        ),
+        orjson.dumps({"type": "end", "data": {**data, "stats": {"matched_lines": 1}}}),
+    ]
+
+
+async def test_paths_reported_outside_the_search_path_are_dropped(
+    location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever rg says, a path above, beside or outside the search path is not reported."""
+    tree(workspace, {"sub/in.txt": "x\n", "other.txt": "x\n"})
+    hostile = ["../outside.txt", "/etc/passwd", "sub/../other.txt", "other.txt", "sub/in.txt"]
+    grep = [message for path in hostile for message in _json_match(path, 1, "root:x\n")]
+    _fake_rg(monkeypatch, grep, [path.encode() for path in hostile])
+    assert "sub/in.txt:1: root:x" == text(await call(location, "grep", pattern="x", path="sub"))
+    assert "sub/in.txt" == text(await call(location, "glob", pattern="*", path="sub"))
+    outcome = await call(location, "grep", pattern="x")
+    assert "other.txt:1: root:x\nsub/in.txt:1: root:x" == text(outcome)
+    assert 2 == metadata(outcome)["matches"]
+
+
+async def test_a_shown_path_that_leads_outside_is_dropped(
+    location: pegboard.Location, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path that resolves outside (a folder swapped for a link mid-search) is not shown."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("root:x\n")
+    (workspace / "escape").symlink_to(outside)
+    (workspace / "fine.txt").write_text("root:x\n")
+    grep = _json_match("escape/secret.txt", 1, "root:x\n") + _json_match("fine.txt", 1, "root:x\n")
+    _fake_rg(monkeypatch, grep, [b"escape/secret.txt", b"fine.txt"])
+    assert "fine.txt:1: root:x" == text(await call(location, "grep", pattern="root"))
+    assert "fine.txt" == text(await call(location, "glob", pattern="*.txt"))
