@@ -236,7 +236,9 @@ async def run(
     # whatever its path names by now; elsewhere the path is used.
     linux = sys.platform == "linux"
     directory = f"/proc/self/fd/{cwd}" if linux else cwd_path
-    environment = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
+    # Without ``config``, --no-config makes rg ignore RIPGREP_CONFIG_PATH;
+    # with it, ours replaces the user's.
+    environment = dict(os.environ)
     if config is not None:
         environment["RIPGREP_CONFIG_PATH"] = config
     done = Run()

@@ -758,3 +758,39 @@ async def test_a_shown_path_that_leads_outside_is_dropped(
     _fake_rg(monkeypatch, grep, [b"escape/secret.txt", b"fine.txt"])
     assert "fine.txt:1: root:x" == text(await call(location, "grep", pattern="root"))
     assert "fine.txt" == text(await call(location, "glob", pattern="*.txt"))
+
+
+async def test_a_denied_path_rg_reports_anyway_is_dropped(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A denied file rg reports anyway (made after the listing) is neither shown nor counted."""
+    tree(workspace, {".env": "TOKEN=x\n", "a.txt": "TOKEN=y\n"})
+    grep = _json_match(".env", 1, "TOKEN=x\n") + _json_match("a.txt", 1, "TOKEN=y\n")
+    _fake_rg(monkeypatch, grep, [b"a.txt"])
+    async with opened(host, workspace, storage_dir, permissions=_rules(".env")) as location:
+        outcome = await call(location, "grep", pattern="TOKEN")
+    assert "a.txt:1: TOKEN=y" == text(outcome)
+    assert 1 == metadata(outcome)["matches"]
+
+
+@pytest.mark.parametrize("tool", ["glob", "grep"])
+async def test_a_ripgrep_config_in_the_environment_is_ignored(
+    location: pegboard.Location,
+    workspace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tool: str,
+) -> None:
+    """RIPGREP_CONFIG_PATH naming --follow and --no-ignore changes nothing."""
+    config = tmp_path / "ripgreprc"
+    config.write_text("--follow\n--no-ignore\n")
+    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("root: secret\n")
+    (workspace / "link").symlink_to(outside)
+    tree(workspace, {".gitignore": "ignored.txt\n", "ignored.txt": "root: x\n"})
+    (workspace / "real.txt").write_text("root: inside\n")
+    arguments = {"pattern": "*.txt"} if tool == "glob" else {"pattern": "root"}
+    expected = "real.txt" if tool == "glob" else "real.txt:1: root: inside"
+    assert expected == text(await call(location, tool, **arguments))
