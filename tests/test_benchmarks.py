@@ -17,6 +17,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
         ("bench_calls.py", "## Against the targets"),
         ("bench_plugins.py", "## One call with execute_after hooks"),
         ("bench_storage.py", "## Opening a Location whose storage holds"),
+        ("bench_builtin.py", "## grep and glob"),
     ],
 )
 def test_benchmark_runs_in_quick_mode(script: str, heading: str) -> None:

