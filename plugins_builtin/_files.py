@@ -70,6 +70,9 @@ class EditInput:
     )
 
 
+#: Tools that only look: safe to repeat, nothing outside the Location.
+READS = pegboard.ToolAnnotations(read_only=True, idempotent=True, open_world=False)
+
 READ = """Read a text file inside the Location, with line numbers (like `cat -n`).
 
 Shows up to `limit` lines (2,000 by default) from line `offset` (1 by default), and at most
@@ -109,9 +112,31 @@ class Files:
     def tools(self) -> dict[str, pegboard.Tool]:
         """The tools by authored name."""
         return {
-            "read": pegboard.tool(description=READ, execute=self.read, input=ReadInput),
-            "write": pegboard.tool(description=WRITE, execute=self.write, input=WriteInput),
-            "edit": pegboard.tool(description=EDIT, execute=self.edit, input=EditInput),
+            "read": pegboard.tool(
+                description=READ,
+                execute=self.read,
+                input=ReadInput,
+                title="Read a file",
+                annotations=READS,
+            ),
+            "write": pegboard.tool(
+                description=WRITE,
+                execute=self.write,
+                input=WriteInput,
+                title="Write a file",
+                annotations=pegboard.ToolAnnotations(
+                    read_only=False, destructive=True, idempotent=True, open_world=False
+                ),
+            ),
+            "edit": pegboard.tool(
+                description=EDIT,
+                execute=self.edit,
+                input=EditInput,
+                title="Edit a file",
+                annotations=pegboard.ToolAnnotations(
+                    read_only=False, destructive=True, idempotent=False, open_world=False
+                ),
+            ),
         }
 
     async def read(

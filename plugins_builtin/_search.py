@@ -22,6 +22,7 @@ import pegboard
 
 from . import _ripgrep
 from ._denied import may_deny_read, pruned_folders
+from ._files import READS
 from ._globs import compile_glob, escape
 from ._paths import ask_about_path, failure, resolve
 from ._text import clip
@@ -158,8 +159,20 @@ class Search:
     def tools(self) -> dict[str, pegboard.Tool]:
         """The tools by authored name."""
         return {
-            "glob": pegboard.tool(description=GLOB, execute=self.glob, input=GlobInput),
-            "grep": pegboard.tool(description=GREP, execute=self.grep, input=GrepInput),
+            "glob": pegboard.tool(
+                description=GLOB,
+                execute=self.glob,
+                input=GlobInput,
+                title="Find files",
+                annotations=READS,
+            ),
+            "grep": pegboard.tool(
+                description=GREP,
+                execute=self.grep,
+                input=GrepInput,
+                title="Search file contents",
+                annotations=READS,
+            ),
         }
 
     async def glob(

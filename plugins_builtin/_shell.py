@@ -124,7 +124,17 @@ class Shell:
 
     def tools(self) -> dict[str, pegboard.Tool]:
         """The tools by authored name."""
-        return {"bash": pegboard.tool(description=BASH, execute=self.bash, input=BashInput)}
+        hints = pegboard.ToolAnnotations(
+            read_only=False, destructive=True, idempotent=False, open_world=True
+        )
+        bash = pegboard.tool(
+            description=BASH,
+            execute=self.bash,
+            input=BashInput,
+            title="Run a shell command",
+            annotations=hints,
+        )
+        return {"bash": bash}
 
     async def bash(
         self, input: BashInput, context: pegboard.ToolContext

@@ -81,6 +81,28 @@ async def test_the_default_plugins_give_exactly_the_six_tools(
     )
 
 
+async def test_each_tool_declares_its_title_and_hints(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Clients show the hints: what only looks, what destroys, what reaches outside."""
+    async with host.location(workspace, storage=storage_dir) as location:
+        found = {d.name: d for d in location.prepare().definitions}
+    assert all(definition.title for definition in found.values())
+    hints = {
+        name: (d.annotations.read_only, d.annotations.destructive, d.annotations.open_world)
+        for name, d in found.items()
+        if d.annotations is not None
+    }
+    assert {
+        "read": (True, None, False),
+        "glob": (True, None, False),
+        "grep": (True, None, False),
+        "write": (False, True, False),
+        "edit": (False, True, False),
+        "bash": (False, True, True),
+    } == hints
+
+
 async def test_each_tool_works_on_a_real_folder(
     host: pegboard.Host, folder: Path, storage_dir: Path
 ) -> None:
