@@ -135,6 +135,7 @@ class Host:
             Pipeline(limits, storage, max_input_bytes),
             filesystem=filesystem,
             permissions=rules,
+            enabled=tuple(spec.name for spec in specs),
         )
         activation = Activation(
             self._plugins,

@@ -92,12 +92,15 @@ class Location:
         *,
         filesystem: Filesystem,
         permissions: Permissions,
+        enabled: tuple[str, ...] = (),
     ) -> None:
         self.root = root
         #: The filesystem service, confined to ``root``.
         self.filesystem = filesystem
         #: The permission service: the host's rules, approver and saved approvals.
         self.permissions = permissions
+        #: The plugins enabled here, in order, whether or not they activated.
+        self.enabled = enabled
         self._board = Board()
         self._scope = Scope("location")
         #: Registers tools on this Location's board for as long as it is open.

@@ -29,6 +29,10 @@ PLUGIN = """
     async def big(input, context):
         return "".join(f"line {n}\\n" for n in range(5000))
 
+    @pegboard.tool(description="Crash.")
+    async def crash(input, context):
+        raise KeyError("no such [bold]row[/bold]")
+
     def guarded(permissions):
         @pegboard.tool(description="Needs approval.")
         async def run(input, context):
@@ -39,7 +43,7 @@ PLUGIN = """
 
     @pegboard.hookimpl
     def activate_location(tools, services):
-        found = {"add": add, "big": big}
+        found = {"add": add, "big": big, "crash": crash}
         if services.trusted:
             found["launch"] = guarded(services.permissions)
         tools.register(found)
@@ -51,7 +55,8 @@ def environment(tmp_path: Path) -> dict[str, str]:
     """A site directory with an installed test plugin (and a broken one) on PYTHONPATH."""
     site = tmp_path / "site"
     site.mkdir()
-    for name, source in [("clitest", PLUGIN), ("clibroken", "raise ImportError('no luck')\n")]:
+    broken = "raise ImportError('no luck in [bold]parsing[/bold]')\n"
+    for name, source in [("clitest", PLUGIN), ("clibroken", broken)]:
         (site / f"pegboard_{name}.py").write_text(textwrap.dedent(source))
         info = site / f"{name}-0.3.0.dist-info"
         info.mkdir()
@@ -110,7 +115,7 @@ def test_plugins_reports_distribution_version_and_load_state(
         rows["clitest"]["state"],
     )
     assert "failed" == rows["clibroken"]["state"]
-    assert "ImportError: no luck" == rows["clibroken"]["error"]
+    assert "ImportError: no luck in [bold]parsing[/bold]" == rows["clibroken"]["error"]
     table = pegboard(environment, "plugins")
     assert "no luck" in table.stdout
 
@@ -119,7 +124,8 @@ def test_tools_prints_names_and_descriptions(environment: dict[str, str], root: 
     """tools lists each advertised name with the first line of its description."""
     result = pegboard(environment, "tools", "--location", str(root))
     assert 0 == result.returncode
-    assert ["add  Add two integers.", "big  Print many lines."] == result.stdout.splitlines()
+    lines = ["add    Add two integers.", "big    Print many lines.", "crash  Crash."]
+    assert lines == result.stdout.splitlines()
 
 
 def test_tools_json_round_trips_the_definitions(environment: dict[str, str], root: Path) -> None:
@@ -172,7 +178,7 @@ def test_call_says_where_oversized_output_went(environment: dict[str, str], root
 @pytest.mark.parametrize(
     ("flags", "code", "message"),
     [
-        ([], 3, "needs approval and this host has no approver"),
+        ([], 3, "needs approval and this host has no approver; answer on a terminal, pass --yes"),
         (["--no"], 1, "rejected on the command line"),
         (["--yes"], 0, "launched"),
     ],
@@ -226,6 +232,47 @@ def test_plugin_failures_are_warned_about(environment: dict[str, str], workspace
     assert 0 == result.returncode
     assert "plugin 'clibroken' failed (import): ImportError: no luck" in result.stderr
     assert "add" in result.stdout
+    assert 1 == result.stderr.count("plugin 'clibroken' failed"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_plugins_are_enabled_from_the_command_line(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """--plugin enables plugins without a pegboard.toml, in the order given."""
+    result = pegboard(environment, "tools", "-l", str(workspace), "--plugin", "clitest")
+    assert 0 == result.returncode, result.stderr
+    assert ["add", "big", "crash"] == [line.split()[0] for line in result.stdout.splitlines()]
+    both = pegboard(environment, "tools", "-l", str(workspace), "-p", "builtin", "-p", "clitest")
+    assert {"add", "read", "bash"} <= {line.split()[0] for line in both.stdout.splitlines()}
+
+
+def test_trusting_a_plugin_that_is_not_enabled_is_a_usage_error(
+    environment: dict[str, str], root: Path
+) -> None:
+    """A --trust typo must not pass silently: the plugin it names is not enabled."""
+    result = pegboard(environment, "tools", "-l", str(root), "--trust", "cli-test")
+    assert 2 == result.returncode
+    assert "--trust cli-test: plugin 'cli-test' is not enabled in this Location" in result.stderr
+    assert "(enabled: clitest)" in result.stderr
+
+
+def test_an_unexpected_exception_is_one_line_and_debug_shows_it(
+    environment: dict[str, str], root: Path
+) -> None:
+    """A tool's defect reaches the command as one plain line, exit 3; --debug adds more."""
+    plain = pegboard(environment, "call", "crash", "-l", str(root))
+    assert 3 == plain.returncode
+    assert "pegboard: error: KeyError: 'no such [bold]row[/bold]'" in plain.stderr
+    assert "Traceback" not in plain.stderr
+    debug = pegboard(environment, "--debug", "call", "crash", "-l", str(root))
+    assert "Traceback" in debug.stderr
+
+
+def test_plugin_errors_are_printed_as_written(environment: dict[str, str]) -> None:
+    """Square brackets in a plugin's error are text, never terminal markup."""
+    result = pegboard({**environment, "COLUMNS": "200"}, "plugins")
+    assert "no luck in [bold]parsing[/bold]" in result.stdout
 
 
 def test_every_option_is_documented() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import enum
+import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -13,7 +15,9 @@ __all__ = (
     "Parser",
     "UsageError",
     "add_location_options",
+    "check_trust",
     "print_error",
+    "quiet_logging",
     "warn",
 )
 
@@ -38,15 +42,31 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_location_options(command: argparse.ArgumentParser) -> None:
-    """``--location`` and ``--trust``, for the commands that open a Location."""
+    """``--location``, ``--plugin`` and ``--trust``, for the commands that open a Location."""
     command.add_argument(
         "--location", "-l", type=Path, default=Path("."), metavar="DIR",
         help="the Location's root directory (default: the current directory)",
     )  # fmt: skip
     command.add_argument(
-        "--trust", action="append", default=[], metavar="PLUGIN",
-        help="trust PLUGIN with the trusted services (repeatable)",
+        "--plugin", "-p", action="append", default=None, metavar="NAME", dest="plugins",
+        help="enable plugin NAME (repeatable, in order) instead of the plugins "
+        "pegboard.toml names (default: that list, else builtin)",
     )  # fmt: skip
+    command.add_argument(
+        "--trust", action="append", default=[], metavar="PLUGIN",
+        help="trust PLUGIN, an enabled plugin, with the trusted services (repeatable)",
+    )  # fmt: skip
+
+
+def check_trust(arguments: argparse.Namespace, enabled: Sequence[str]) -> None:
+    """A ``--trust`` naming a plugin that is not enabled is a mistake: say so."""
+    stray = [name for name in arguments.trust if name not in enabled]
+    if stray:
+        raise UsageError(
+            f"--trust {stray[0]}: plugin {stray[0]!r} is not enabled in this Location "
+            f"(enabled: {', '.join(enabled) or 'none'}); enable it with --plugin "
+            f"{stray[0]} or in pegboard.toml"
+        )
 
 
 def print_error(arguments: argparse.Namespace, error: BaseException) -> None:
@@ -58,5 +78,35 @@ def print_error(arguments: argparse.Namespace, error: BaseException) -> None:
     print(f"pegboard: error: {error}", file=sys.stderr)
 
 
+#: What `warn` has printed, so that each warning is printed once.
+_WARNED: set[str] = set()
+
+
 def warn(message: object) -> None:
-    print(f"pegboard: warning: {message}", file=sys.stderr)
+    """``pegboard: warning: ...`` on standard error, once per distinct message."""
+    text = str(message)
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(f"pegboard: warning: {text}", file=sys.stderr)
+
+
+class WarningsOnce(logging.Handler):
+    """pegboard's own log warnings as one `warn` line each (tracebacks only with --debug)."""
+
+    def __init__(self, *, debug: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.debug = debug
+
+    def emit(self, record: logging.LogRecord) -> None:
+        warn(record.getMessage())
+        if self.debug and record.exc_info:
+            import traceback
+
+            traceback.print_exception(*record.exc_info)
+
+
+def quiet_logging(arguments: argparse.Namespace) -> None:
+    """Route the ``pegboard`` logger through `warn`: no duplicates, no stray tracebacks."""
+    logger = logging.getLogger("pegboard")
+    logger.handlers[:] = [WarningsOnce(debug=getattr(arguments, "debug", False))]
+    logger.propagate = False

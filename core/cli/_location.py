@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._common import Exit, add_location_options, warn
+from ._common import Exit, add_location_options, check_trust, warn
 from ._rules import add_permission_options, host_rules
 
 if TYPE_CHECKING:
@@ -71,11 +71,13 @@ async def _location_command(arguments: argparse.Namespace) -> int:
     host = Host()
     async with host.location(
         arguments.location,
+        plugins=arguments.plugins,
         trusted=arguments.trust,
         storage=storage,
         permissions=rules,
         approver=approver,
     ) as location:
+        check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
             warn(problem)
         request = location.prepare()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from . import _check, _location, _new, _permissions, _plugins, _serve
-from ._common import Exit, Parser, UsageError, print_error
+from ._common import Exit, Parser, UsageError, print_error, quiet_logging
 
 __all__ = ("build_parser", "main")
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the command line and exit with its status."""
     arguments = build_parser().parse_args(argv)
+    quiet_logging(arguments)
     try:
         status = _run(arguments)
     except UsageError as error:
@@ -52,7 +53,33 @@ def _run(arguments: argparse.Namespace) -> int:
         status: int = arguments.run(arguments)
     except (ConfigError, NotADirectoryError) as error:
         raise UsageError(str(error)) from error
-    except (RetentionError, PluginError, PermissionRejected) as error:
+    except UsageError:
+        raise
+    except PermissionRejected as error:
+        print_error(arguments, _with_cli_hint(error))
+        return Exit.OPERATIONAL
+    except (RetentionError, PluginError) as error:
         print_error(arguments, error)
         return Exit.OPERATIONAL
+    except Exception as error:  # noqa: BLE001 - a command line prints one line, not a traceback
+        print_error(arguments, _unexpected(error))
+        return Exit.OPERATIONAL
     return status
+
+
+def _with_cli_hint(error: Exception) -> Exception:
+    hint = (
+        "answer on a terminal, pass --yes to approve every request of this call, or allow "
+        "it by rule, e.g. --allow 'bash:git status *' (see pegboard call --help)"
+    )
+    rejected = type(error)(f"{error}; {hint}")
+    rejected.__traceback__ = error.__traceback__
+    return rejected
+
+
+def _unexpected(error: Exception) -> Exception:
+    message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    wrapped = RuntimeError(f"{message} (run with --debug for the traceback)")
+    wrapped.__traceback__ = error.__traceback__
+    wrapped.__cause__ = error
+    return wrapped

@@ -35,11 +35,13 @@ def run(arguments: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return Exit.COMPLETED
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table("plugin", "distribution", "version", "loads", box=None, pad_edge=False)
     for info in infos:
-        loads = "yes" if info.loads else f"[red]no[/red]: {info.error}"
+        # A plugin's error text is shown as written, never read as rich markup.
+        loads = "yes" if info.loads else f"[red]no[/red]: {escape(str(info.error))}"
         table.add_row(info.name, info.distribution or "-", info.version or "-", loads)
     Console().print(table)
     return Exit.COMPLETED

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ._common import Exit, UsageError, add_location_options, print_error, warn
+from ._common import Exit, UsageError, add_location_options, check_trust, print_error, warn
 from ._rules import add_permission_options, host_rules
 
 __all__ = ("add",)
@@ -152,8 +152,13 @@ async def _serve_location(
 
     approver = ClientApprover(client_approval=arguments.client_approval)
     async with Host().location(
-        arguments.location, trusted=arguments.trust, permissions=rules, approver=approver
+        arguments.location,
+        plugins=arguments.plugins,
+        trusted=arguments.trust,
+        permissions=rules,
+        approver=approver,
     ) as location:
+        check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
             warn(problem)
         try:
