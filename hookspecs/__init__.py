@@ -72,7 +72,11 @@ def execute_after(event: ExecuteEvent) -> Outcome | Awaitable[Outcome | None] | 
     Return a replacement `pegboard.Completed` or `pegboard.Failed`, or ``None``
     to keep the outcome. The host normalizes and bounds a replacement again and
     passes it to the next plugin's hook. May be a coroutine function. A hook
-    that raises fails that one call operationally with `pegboard.PluginError`.
+    that raises, or returns anything else (an empty `pegboard.Completed`, an
+    output its tool's output schema refuses, an unknown error kind), fails that
+    one call closed: `request.execute` raises `pegboard.PluginError`, the
+    un-hooked outcome is never published, the call's managed files are deleted,
+    and the first such failure is recorded in ``location.plugin_errors``.
     """
 
 
