@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -726,6 +727,35 @@ def test_a_clock_tool_is_not_taken_for_shared_state(tmp_path: Path) -> None:
     example = Example(tool="notes_count", input={"text": "x"})
     report = check(plugin, examples=[example], only=["isolation"], directory=tmp_path)
     assert report.passed, report.format()
+
+
+class RegistersInTheBackground(Good):
+    """Keeps re-registering from a bare asyncio task that nothing ever cancels."""
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        import asyncio
+
+        tools.register({"count": count_tool()}, namespace="notes")
+
+        async def refresh() -> None:
+            while True:
+                await asyncio.sleep(0.05)
+                with contextlib.suppress(pegboard.RegistrationError):
+                    tools.register({"count": count_tool()}, namespace="notes")
+
+        self.task = asyncio.get_running_loop().create_task(refresh())
+        yield
+
+
+def test_a_background_task_that_outlives_the_location_fails_teardown(tmp_path: Path) -> None:
+    """A bare asyncio task started in activation is still running after close: named."""
+    report = check(RegistersInTheBackground(), only=["teardown"], directory=tmp_path)
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "left 2 background task(s) running" in result.problems[0].message
+    assert "refresh" in result.problems[0].message
+    assert "services.tasks.start_soon" in result.problems[0].fix
 
 
 def test_unknown_check_names_are_refused() -> None:

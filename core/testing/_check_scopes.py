@@ -88,6 +88,7 @@ def _activated(bench: Bench, opened: Opened, where: str, findings: Findings) -> 
 
 async def teardown(bench: Bench, findings: Findings) -> None:
     """Close one Location while a witness stays open: nothing of it may remain."""
+    running = _running_tasks()
     async with bench.open("teardown-witness") as witness:
         before = sorted(witness.definitions())
         async with bench.open("teardown-closed") as closed:
@@ -102,6 +103,34 @@ async def teardown(bench: Bench, findings: Findings) -> None:
                 "Location; never keep a Tools or Registration from one Location to use in another",
             )
     _teardown_errors(bench, witness.location, findings)
+    left = _running_tasks() - running
+    if left:
+        names = ", ".join(sorted(_task_name(task) for task in left))
+        for task in left:
+            task.cancel()  # the kit's own clean-up: they outlived every Location
+        findings.problem(
+            f"after its Locations closed, the plugin left {len(left)} background task(s) "
+            f"running: {names}",
+            "start background work with services.tasks.start_soon(...), which the Location "
+            "cancels when it closes, never with asyncio.create_task or a task group of its own "
+            "that outlives the activation",
+        )
+
+
+def _running_tasks() -> set[Any]:
+    """The asyncio tasks not yet done (none under trio, where asyncio cannot run tasks)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return set()
+    return {task for task in asyncio.all_tasks() if not task.done()}
+
+
+def _task_name(task: Any) -> str:
+    coroutine = task.get_coro()
+    return str(getattr(coroutine, "__qualname__", None) or task.get_name())
 
 
 def _teardown_errors(bench: Bench, location: pegboard.Location, findings: Findings) -> None:
