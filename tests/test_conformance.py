@@ -758,6 +758,25 @@ def test_a_background_task_that_outlives_the_location_fails_teardown(tmp_path: P
     assert "services.tasks.start_soon" in result.problems[0].fix
 
 
+class SleepsPastTheTimeout(Good):
+    """A plain (sync) activation that overruns the activation timeout."""
+
+    @hookimpl
+    def activate_location(self, tools: pegboard.Tools) -> None:
+        time.sleep(1.5)
+        tools.register({"count": count_tool()}, namespace="notes")
+
+
+def test_a_sync_activation_past_the_timeout_is_reported_not_passed(tmp_path: Path) -> None:
+    """The kit's timeout bounds a blocking sync activation; the report says it overran."""
+    started = time.monotonic()
+    report = check(SleepsPastTheTimeout(), only=["activation"], timeout=0.5, directory=tmp_path)
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "did not finish within 0.5 s" in result.problems[0].message
+    assert time.monotonic() - started < 1.4  # the kit did not wait for the sleeping thread
+
+
 def test_unknown_check_names_are_refused() -> None:
     """only= takes check names; a typo says which names exist."""
     with pytest.raises(ValueError, match="no check named cancelation; checks: activation"):
