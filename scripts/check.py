@@ -36,7 +36,11 @@ def install_conformance_suite() -> None:
     """Install the pinned Node and suite into ``.ci-node``, unless they are there already."""
     stamp = NODE_PREFIX / "installed"
     wanted = "\n".join(NODE_PACKAGES)
-    if stamp.exists() and stamp.read_text() == wanted:
+    modules = NODE_PREFIX / "node_modules"
+    present = (modules / "node" / "bin" / "node").exists() and (
+        modules / "@modelcontextprotocol" / "conformance"
+    ).exists()
+    if present and stamp.exists() and stamp.read_text() == wanted:
         return
     npm = shutil.which("npm")
     if npm is None:
