@@ -1,8 +1,9 @@
 """Run every check pegboard carries: ruff, mypy strict, then the test suite.
 
 Creates ``.venv`` and installs pegboard with its test dependencies, and the
-example plugin in ``examples/pegboard-tabular``, first, so a fresh clone needs
-only ``python3``. Extra arguments go to pytest.
+example plugin in ``examples/pegboard-tabular``, and, with npm, Node 22 and the
+MCP conformance suite in ``.ci-node``, first, so a fresh clone needs only
+``python3`` and ``npm``. Extra arguments go to pytest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 EXAMPLE = ROOT / "examples" / "pegboard-tabular"
+#: Node 22 and the official MCP conformance suite, for tests/test_mcp_conformance.py
+#: (which reads these two names).
+NODE_PREFIX = ROOT / ".ci-node"
+NODE_PACKAGES = ("node@22.23.3", "@modelcontextprotocol/conformance@0.1.16")
 
 
 def run(*command: str | os.PathLike[str]) -> None:
@@ -25,6 +30,23 @@ def run(*command: str | os.PathLike[str]) -> None:
     result = subprocess.run(command, cwd=ROOT, check=False)
     if result.returncode:
         sys.exit(result.returncode)
+
+
+def install_conformance_suite() -> None:
+    """Install the pinned Node and suite into ``.ci-node``, unless they are there already."""
+    stamp = NODE_PREFIX / "installed"
+    wanted = "\n".join(NODE_PACKAGES)
+    modules = NODE_PREFIX / "node_modules"
+    present = (modules / "node" / "bin" / "node").exists() and (
+        modules / "@modelcontextprotocol" / "conformance"
+    ).exists()
+    if present and stamp.exists() and stamp.read_text() == wanted:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit("npm is needed to install the MCP conformance suite: install Node.js and npm")
+    run(npm, "install", "--prefix", NODE_PREFIX, "--no-audit", "--no-fund", *NODE_PACKAGES)
+    stamp.write_text(wanted)
 
 
 def main() -> None:
@@ -38,6 +60,7 @@ def main() -> None:
     # build/ would ship modules the example no longer has.
     shutil.rmtree(EXAMPLE / "build", ignore_errors=True)
     run(*pip, EXAMPLE)
+    install_conformance_suite()
     run(BIN / "ruff", "check", ".")
     run(BIN / "ruff", "format", "--check", ".")
     run(BIN / "mypy")
