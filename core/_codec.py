@@ -229,6 +229,15 @@ class AttrsCodec(Generic[T]):
         reason, _, path = reasons[0].rpartition(" @ ")
         return CodecError(reason or path, path=path if reason else "$", rule="decode")
 
+    def encoded(self, value: T) -> Any:
+        """``encode(value)`` for a valid value, else ``None``: no error is built."""
+        raw = self._unstructure(value)
+        try:
+            valid = self._validator._fast.is_valid(raw)
+        except ValueError:
+            return None
+        return raw if valid else None
+
     def encode(self, value: T) -> Any:
         if not isinstance(value, self.cls):
             raise CodecError(
