@@ -95,6 +95,8 @@ class Board:
 
     def __init__(self) -> None:
         self._stacks: dict[str, list[tuple[Registration, Tool]]] = {}
+        #: Per name, how many closed entries still sit below the top of its stack.
+        self._buried: dict[str, int] = {}
         self._listeners: dict[object, Callable[[], None]] = {}
         # A sync activation hook registers from a worker thread, one that
         # outlived its timeout even while the Location goes on.
@@ -132,12 +134,30 @@ class Board:
             self.version += 1
 
     def _remove(self, registration: Registration) -> None:
+        # ``registration`` is already closed. Closed entries leave the top of a
+        # stack at once (the winner is always active); below the top they are
+        # swept when they make up half the stack. Each entry is visited O(1)
+        # times: closing n registrations of one name costs O(n), in any order.
         with self._lock:
             for name in registration.names.values():
-                stack = self._stacks.get(name, [])
-                stack[:] = [entry for entry in stack if entry[0] is not registration]
+                stack = self._stacks.get(name)
+                if stack is None:
+                    continue
+                if stack[-1][0] is registration:
+                    stack.pop()
+                    while stack and stack[-1][0]._closed:
+                        stack.pop()
+                        self._buried[name] -= 1
+                else:
+                    self._buried[name] = buried = self._buried.get(name, 0) + 1
+                    if buried * 2 > len(stack):
+                        stack[:] = [entry for entry in stack if not entry[0]._closed]
+                        buried = 0
+                    self._buried[name] = buried
                 if not stack:
-                    self._stacks.pop(name, None)
+                    del self._stacks[name]
+                if not self._buried.get(name, 1):
+                    del self._buried[name]
             self.version += 1
 
 

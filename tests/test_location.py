@@ -87,3 +87,21 @@ async def test_watching_a_closed_location_ends_at_once(
     async with host.location(workspace, plugins=[], storage=storage_dir) as location:
         pass
     assert [] == [change async for change in location.watch()]
+
+
+async def test_a_location_without_plugins_does_not_scan_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """plugins=[] names nothing to look up: no installed distribution is read."""
+    host = pegboard.Host()
+
+    def no_scan() -> list[str]:
+        raise AssertionError("the entry points were scanned")
+
+    monkeypatch.setattr(host._plugins, "names", no_scan)
+    async with host.location(tmp_path, plugins=[], storage=tmp_path / "storage") as location:
+        assert () == location.plugins
+    (tmp_path / "pegboard.toml").write_text("[builtin]\n")
+    with pytest.raises(AssertionError, match="scanned"):
+        async with host.location(tmp_path, plugins=[], storage=tmp_path / "storage"):
+            pass  # options for a plugin: the scan must say whether it is installed
