@@ -1,11 +1,16 @@
-"""Time pegboard's per-call overhead, request snapshots and output bounding.
+"""Time pegboard's per-call overhead against its peers, request snapshots and output bounding.
 
 Run ``python benchmarks/bench_calls.py`` (``--quick`` for a fast smoke run,
-``--profile`` to add a cProfile of ``Request.execute``). One small tool is
-timed three ways in the same event loop, round-robin so machine noise hits
-each alike: a direct ``await`` of its function, pegboard's ``Request.execute``
-and the official MCP SDK's ``MCPServer.call_tool`` (skipped if ``mcp`` is not
-installed). The script prints Markdown tables and always exits 0.
+``--profile`` to add a cProfile of ``Request.execute``). One small tool,
+``{a: int, b: int}`` in and ``{sum: int}`` out, is called in the same event
+loop, round-robin so machine noise hits each alike: a direct ``await`` of its
+function, pegboard's ``Request.execute`` and every peer that is installed
+(openai-agents, the MCP SDK's ``MCPServer`` with an untyped and a typed
+return, fastmcp, pydantic-ai, LangChain); a missing peer is left out and said
+so. Every contestant builds its per-call objects (context, call, call id) in
+the timed loop, as a real runner must. Per-call rounds are timed in thread
+CPU time, which other processes on a shared machine do not inflate. The
+script prints Markdown tables and always exits 0.
 """
 
 from __future__ import annotations
@@ -23,21 +28,39 @@ import pstats
 import statistics
 import sys
 import tempfile
+import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, TypedDict
+from typing import Any
 
 import anyio
 import attrs
 from _timing import collector_paused  # beside this script on sys.path
+from typing_extensions import TypedDict  # pydantic refuses typing.TypedDict before 3.12
 
 import pegboard
 
 TOOLS_IN_SNAPSHOT = 10_000
 BIG_TEXT_BYTES = 50 * 1024 * 1024
-PACKAGES = ("pegboard", "attrs", "cattrs", "anyio", "orjson", "jsonschema-rs", "mcp", "pydantic")
+PACKAGES = (
+    "pegboard",
+    "attrs",
+    "cattrs",
+    "anyio",
+    "orjson",
+    "jsonschema-rs",
+    "openai-agents",
+    "mcp",
+    "fastmcp",
+    "pydantic-ai-slim",
+    "langchain-core",
+    "pydantic",
+)
+TEN_KB_TEXT = "".join(
+    f"{index:04d} a line of a ten kilobyte text result, padded to 64\n" for index in range(160)
+)
 
 CONTEXT = pegboard.ToolContext(
     session_id="session-1", agent="build", message_id="message-1", call_id="call-1"
@@ -54,11 +77,11 @@ class AddInput:
 
 @attrs.frozen
 class AddOutput:
-    total: int
+    sum: int
 
 
 async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
-    return AddOutput(total=input.a + input.b)
+    return AddOutput(sum=input.a + input.b)
 
 
 ADD_TOOL = pegboard.tool(
@@ -66,16 +89,32 @@ ADD_TOOL = pegboard.tool(
 )
 
 
-class AddTotal(TypedDict):
-    total: int
+async def ten_kb(input: object, context: pegboard.ToolContext) -> str:
+    return TEN_KB_TEXT
 
 
-async def add_for_mcp(a: int, b: int) -> AddTotal:
-    # MCPServer cannot derive an output schema from a slotted attrs class (it
-    # falls back to unstructured text), so this adapter runs the same function
-    # and hands back a TypedDict: validated structured output, as pegboard's.
-    output = await add(AddInput(a=a, b=b), CONTEXT)
-    return {"total": output.total}
+async def short_text(input: object, context: pegboard.ToolContext) -> str:
+    return "done"
+
+
+TEXT_TOOLS = {
+    "ten_kb": pegboard.tool(description="Return 10 KB of text.", execute=ten_kb),
+    "short": pegboard.tool(description="Return a short text.", execute=short_text),
+}
+
+
+class Sum(TypedDict):
+    sum: int
+
+
+async def add_typed(a: int, b: int) -> Sum:
+    """Add two integers."""
+    return {"sum": a + b}
+
+
+async def add_untyped(a: int, b: int) -> dict[str, int]:
+    """Add two integers."""
+    return {"sum": a + b}
 
 
 #: Runs ``n`` calls and returns the elapsed nanoseconds.
@@ -165,73 +204,214 @@ def direct_timer() -> Timer:
     value = AddInput(a=1, b=2)
 
     async def run(n: int) -> int:
-        start = perf_counter_ns()
+        start = thread_ns()
         for _ in range(n):
             await add(value, CONTEXT)
-        return perf_counter_ns() - start
+        return thread_ns() - start
 
     return run
 
 
-def pegboard_timer(request: pegboard.Request, call: pegboard.ToolCall) -> Timer:
+def context(index: int) -> pegboard.ToolContext:
+    return pegboard.ToolContext(
+        session_id="session-1", agent="build", message_id="message-1", call_id=f"call-{index}"
+    )
+
+
+def pegboard_timer(request: pegboard.Request, name: str, raw: Any) -> Timer:
+    execute, tool_call, make_context = request.execute, pegboard.ToolCall, pegboard.ToolContext
+
     async def run(n: int) -> int:
-        start = perf_counter_ns()
+        start = thread_ns()
         for _ in range(n):
-            await request.execute(call)
-        return perf_counter_ns() - start
+            context = make_context(
+                session_id="session-1", agent="build", message_id="message-1", call_id="call-1"
+            )
+            await execute(tool_call(name, raw, context))
+        return thread_ns() - start
 
     return run
 
 
-def mcp_server() -> Any | None:
+def thread_ns() -> int:
+    return time.thread_time_ns()
+
+
+@attrs.frozen
+class Peer:
+    """One peer's contestant: a label, its timer, and a check that it really added."""
+
+    label: str
+    timer: Timer
+    check: Callable[[], Awaitable[None]]
+
+
+def agents_peer() -> Peer | None:
+    try:
+        from agents import function_tool
+        from agents.tool_context import ToolContext
+    except ImportError:
+        return None
+    tool = function_tool(add_typed)
+
+    async def run(n: int) -> int:
+        start = thread_ns()
+        for _ in range(n):
+            ctx = ToolContext(
+                context=None,
+                tool_name="add_typed",
+                tool_call_id="call-1",
+                tool_arguments=ARGUMENTS_TEXT,
+            )
+            await tool.on_invoke_tool(ctx, ARGUMENTS_TEXT)
+        return thread_ns() - start
+
+    async def check() -> None:
+        ctx = ToolContext(
+            context=None, tool_name="add_typed", tool_call_id="c", tool_arguments=ARGUMENTS_TEXT
+        )
+        assert await tool.on_invoke_tool(ctx, ARGUMENTS_TEXT) == {"sum": 3}
+
+    return Peer("openai-agents FunctionTool.on_invoke_tool, JSON text", run, check)
+
+
+def mcp_peer(function: Callable[..., Any], form: str) -> Peer | None:
     try:
         from mcp.server.mcpserver import MCPServer
     except ImportError:
         return None
     server = MCPServer("bench")
-    server.add_tool(add_for_mcp, name="add", description="Add two integers.")
-    return server
+    server.add_tool(function, name="add", description="Add two integers.")
 
-
-def mcp_timer(server: Any) -> Timer:
     async def run(n: int) -> int:
-        start = perf_counter_ns()
+        start = thread_ns()
         for _ in range(n):
-            await server.call_tool("add", ARGUMENTS)
-        return perf_counter_ns() - start
+            await server.call_tool("add", {"a": 1, "b": 2})
+        return thread_ns() - start
 
-    return run
+    async def check() -> None:
+        result = await server.call_tool("add", ARGUMENTS)
+        assert not result.is_error, result
+        assert "3" in str(result.content), result
+
+    return Peer(f"MCP SDK MCPServer.call_tool, {form}, dict input", run, check)
 
 
-async def check_calls(request: pegboard.Request, server: Any | None) -> None:
+def fastmcp_peer() -> Peer | None:
+    try:
+        from fastmcp import FastMCP
+    except ImportError:
+        return None
+    server = FastMCP("bench")
+    server.tool(add_typed, name="add")
+
+    async def run(n: int) -> int:
+        start = thread_ns()
+        for _ in range(n):
+            await server.call_tool("add", {"a": 1, "b": 2})
+        return thread_ns() - start
+
+    async def check() -> None:
+        result = await server.call_tool("add", ARGUMENTS)
+        assert result.structured_content == {"sum": 3}, result
+
+    return Peer("fastmcp FastMCP.call_tool, typed return, dict input", run, check)
+
+
+def pydantic_ai_peer() -> Peer | None:
+    try:
+        from pydantic_ai import Tool
+    except ImportError:
+        return None
+    schema = Tool(add_typed).function_schema
+    validate, call = schema.validator.validate_json, schema.call
+
+    async def run(n: int) -> int:
+        start = thread_ns()
+        for _ in range(n):
+            await call(validate(ARGUMENTS_TEXT), None)  # type: ignore[arg-type]
+        return thread_ns() - start
+
+    async def check() -> None:
+        assert await call(validate(ARGUMENTS_TEXT), None) == {"sum": 3}  # type: ignore[arg-type]
+
+    return Peer("pydantic-ai input validation + FunctionSchema.call (output unchecked)", run, check)
+
+
+def langchain_peer() -> Peer | None:
+    try:
+        from langchain_core.tools import StructuredTool
+    except ImportError:
+        return None
+    tool = StructuredTool.from_function(
+        coroutine=add_typed, name="add", description="Add two integers."
+    )
+
+    async def run(n: int) -> int:
+        start = thread_ns()
+        for _ in range(n):
+            call = {"name": "add", "args": {"a": 1, "b": 2}, "id": "call-1", "type": "tool_call"}
+            await tool.ainvoke(call)
+        return thread_ns() - start
+
+    async def check() -> None:
+        call = {"name": "add", "args": ARGUMENTS, "id": "call-1", "type": "tool_call"}
+        message = await tool.ainvoke(call)
+        assert '"sum": 3' in str(message.content), message
+
+    return Peer("LangChain StructuredTool.ainvoke, tool-call dict", run, check)
+
+
+#: Peers by key; ``llm`` is not among them: it runs a tool only inside a model
+#: response's ``execute_tool_calls``, with no entry point to time on its own.
+PEERS: dict[str, Callable[[], Peer | None]] = {
+    "agents": agents_peer,
+    "mcp": lambda: mcp_peer(add_untyped, "untyped dict return"),
+    "mcp_typed": lambda: mcp_peer(add_typed, "typed return"),
+    "fastmcp": fastmcp_peer,
+    "pydantic_ai": pydantic_ai_peer,
+    "langchain": langchain_peer,
+}
+
+
+async def check_calls(request: pegboard.Request, peers: dict[str, Peer]) -> None:
     """Make sure every contestant does the real work, not an error path."""
-    assert await add(AddInput(a=1, b=2), CONTEXT) == AddOutput(total=3)
+    assert await add(AddInput(a=1, b=2), CONTEXT) == AddOutput(sum=3)
     for raw in (ARGUMENTS_TEXT, ARGUMENTS):
         outcome = await request.execute(pegboard.ToolCall("add", raw, CONTEXT))
         assert isinstance(outcome, pegboard.Completed), outcome
-        assert outcome.output == {"total": 3}, outcome
-    if server is not None:
-        result = await server.call_tool("add", ARGUMENTS)
-        assert not result.is_error, result
-        assert result.structured_content == {"total": 3}, result
+        assert outcome.output == {"sum": 3}, outcome
+    for name in TEXT_TOOLS:
+        outcome = await request.execute(pegboard.ToolCall(name, "{}", CONTEXT))
+        assert isinstance(outcome, pegboard.Completed), outcome
+    for peer in peers.values():
+        await peer.check()
 
 
 async def bench_calls(
-    request: pegboard.Request, server: Any | None, settings: Settings
+    request: pegboard.Request, peers: dict[str, Peer], settings: Settings
 ) -> dict[str, Figure]:
     contestants: dict[str, tuple[str, Timer]] = {
         "direct": ("call: direct await of the tool function", direct_timer()),
         "text": (
             "call: pegboard Request.execute, JSON text input",
-            pegboard_timer(request, pegboard.ToolCall("add", ARGUMENTS_TEXT, CONTEXT)),
+            pegboard_timer(request, "add", ARGUMENTS_TEXT),
         ),
         "dict": (
             "call: pegboard Request.execute, parsed dict input",
-            pegboard_timer(request, pegboard.ToolCall("add", ARGUMENTS, CONTEXT)),
+            pegboard_timer(request, "add", ARGUMENTS),
+        ),
+        "short": (
+            "call: pegboard, a tool returning a short text",
+            pegboard_timer(request, "short", "{}"),
+        ),
+        "ten_kb": (
+            "call: pegboard, a tool returning 10 KB of text",
+            pegboard_timer(request, "ten_kb", "{}"),
         ),
     }
-    if server is not None:
-        contestants["mcp"] = ("call: MCP SDK MCPServer.call_tool, dict input", mcp_timer(server))
+    for key, peer in peers.items():
+        contestants[key] = (f"call: {peer.label}", peer.timer)
     keys = list(contestants)
     samples: dict[str, list[float]] = {key: [] for key in keys}
     for _, timer in contestants.values():
@@ -487,12 +667,24 @@ def compared(
 def against_targets(figures: dict[str, Figure], bound: Bounding) -> list[Target]:
     ratio, gap = operator.truediv, operator.sub
     targets: list[Target] = []
+    limits = {"agents": 0.8, "mcp": 0.4}
     for key, form in (("text", "JSON text"), ("dict", "parsed dict")):
         ours, direct = figures[key], figures["direct"]
-        if "mcp" in figures:
-            mcp = figures["mcp"]
-            targets.append(compared(f"pegboard ({form}) / MCP", ours, mcp, ratio, 0.5, ""))
+        for peer in PEERS:
+            if peer in figures:
+                limit = limits.get(peer) if key == "text" else None
+                label = f"pegboard ({form}) / {peer}"
+                targets.append(compared(label, ours, figures[peer], ratio, limit, ""))
         targets.append(compared(f"pegboard ({form}) - direct", ours, direct, gap, 10, "µs"))
+    ten_kb = compared(
+        "10 KB text result - short text result",
+        figures["ten_kb"],
+        figures["short"],
+        gap,
+        None,
+        "µs",
+    )
+    targets.append(ten_kb)
     for key in ("prepare_first", "prepare_again"):
         figure = figures[key]
         targets.append(Target(figure.label, figure.median, figure.best, 1, "ms", strict=True))
@@ -514,7 +706,7 @@ def against_targets(figures: dict[str, Figure], bound: Bounding) -> list[Target]
 
 async def main(settings: Settings, profile: bool) -> int:
     host = pegboard.Host()
-    server = mcp_server()
+    peers = {key: peer for key, make in PEERS.items() if (peer := make()) is not None}
     text = big_text(BIG_TEXT_BYTES)
     profiles: list[str] = []
     with tempfile.TemporaryDirectory() as scratch_name:
@@ -528,10 +720,10 @@ async def main(settings: Settings, profile: bool) -> int:
             host.location(roots[1], plugins=[], storage=storage) as snapshot,
             host.location(roots[2], plugins=[], storage=storage) as bounding,
         ):
-            calls.tools.register({"add": ADD_TOOL})
+            calls.tools.register({"add": ADD_TOOL, **TEXT_TOOLS})
             request = calls.prepare()
-            await check_calls(request, server)
-            figures = await bench_calls(request, server, settings)
+            await check_calls(request, peers)
+            figures = await bench_calls(request, peers, settings)
             figures |= await bench_prepare(snapshot, settings)
             bounding.tools.register({"emit": emitter(text)})
             bound = await bench_bounding(
@@ -540,10 +732,10 @@ async def main(settings: Settings, profile: bool) -> int:
             figures |= bound.figures
             if profile:
                 n = 10 * settings.calls_per_round
-                text_call = pegboard.ToolCall("add", ARGUMENTS_TEXT, CONTEXT)
-                profiles.append(await cprofile(pegboard_timer(request, text_call), n, "tottime"))
-                if server is not None:
-                    profiles.append(await cprofile(mcp_timer(server), n, "cumulative"))
+                timer = pegboard_timer(request, "add", ARGUMENTS_TEXT)
+                profiles.append(await cprofile(timer, n, "tottime"))
+                if "mcp" in peers:
+                    profiles.append(await cprofile(peers["mcp"].timer, n, "cumulative"))
     print("## Machine\n")
     print(table(("fact", "value"), machine_facts()))
     print(
@@ -555,8 +747,10 @@ async def main(settings: Settings, profile: bool) -> int:
         for f in figures.values()
     ]
     print(table(("measurement", "median", "best", "rounds"), rows))
-    if server is None:
-        print("\nThe MCP SDK is not installed (pip install 'pegboard[bench]'): no MCP figures.")
+    missing = sorted(set(PEERS) - set(peers))
+    if missing:
+        print(f"\nNot installed (pip install -e '.[bench]'), left out: {', '.join(missing)}.")
+    print("\nllm is not timed: it runs a tool only inside a model response.")
     print(
         "\n## Against the targets (ratios and differences paired within each round; "
         "quietest: the round nearest both bests, or the best for a single figure)\n"

@@ -1,42 +1,48 @@
 """pegboard: host LLM tools that third-party packages ship as plugins."""
 
-from pegboard.hookspecs import hookimpl
+from __future__ import annotations
 
-from ._bounding import OutputLimits
-from ._codec import AttrsCodec, Codec, SchemaCodec
-from ._config import ConfigError, permission_rules
-from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
-from ._durable import dump_outcome, load_outcome
-from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
-from ._filesystem import Filesystem, OutsideLocationError
-from ._host import Host
-from ._json import FrozenDict, FrozenList, thaw
-from ._location import Location, ToolChanges
-from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
-from ._permissions import (
-    Approver,
-    PermissionRejected,
-    PermissionRequest,
-    PermissionRule,
-    Permissions,
-    Reject,
-    SavedApproval,
-)
-from ._pipeline import ExecuteEvent
-from ._plugins import PluginError, PluginInfo
-from ._registry import Registration, Tools, effective_name
-from ._request import Request
-from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
-from ._storage import ManagedStorage
-from ._tool import (
-    Progress,
-    Tool,
-    ToolAnnotations,
-    ToolContext,
-    ToolDefinition,
-    ToolResponse,
-    tool,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pegboard.hookspecs import hookimpl
+
+    from ._bounding import OutputLimits
+    from ._codec import AttrsCodec, Codec, SchemaCodec
+    from ._config import ConfigError, permission_rules
+    from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
+    from ._durable import dump_outcome, load_outcome
+    from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
+    from ._filesystem import Filesystem, OutsideLocationError
+    from ._host import Host
+    from ._json import FrozenDict, FrozenList, thaw
+    from ._location import Location, ToolChanges
+    from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
+    from ._permissions import (
+        Approver,
+        PermissionRejected,
+        PermissionRequest,
+        PermissionRule,
+        Permissions,
+        Reject,
+        SavedApproval,
+    )
+    from ._pipeline import ExecuteEvent
+    from ._plugins import PluginError, PluginInfo
+    from ._registry import Registration, Tools, effective_name
+    from ._request import Request
+    from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
+    from ._storage import ManagedStorage
+    from ._tool import (
+        Progress,
+        Tool,
+        ToolAnnotations,
+        ToolContext,
+        ToolDefinition,
+        ToolResponse,
+        tool,
+    )
 
 __all__ = (
     "Approver",
@@ -100,3 +106,82 @@ __all__ = (
     "thaw",
     "tool",
 )
+
+# Each public name is imported from its module on first use (PEP 562): a
+# program that needs one part, such as `pegboard --help`, does not pay for
+# importing the whole library.
+_HOMES = {
+    "Approver": "._permissions",
+    "AttrsCodec": "._codec",
+    "Audio": "._content",
+    "BackgroundTasks": "._services",
+    "CallIdentity": "._outcome",
+    "Codec": "._codec",
+    "CodecError": "._errors",
+    "Completed": "._outcome",
+    "ConfigError": "._config",
+    "ContentItem": "._content",
+    "EmbeddedResource": "._content",
+    "ExecuteEvent": "._pipeline",
+    "Failed": "._outcome",
+    "Filesystem": "._filesystem",
+    "FrozenDict": "._json",
+    "FrozenList": "._json",
+    "Host": "._host",
+    "Image": "._content",
+    "Location": "._location",
+    "LocationInfo": "._services",
+    "ManagedStorage": "._storage",
+    "Outcome": "._outcome",
+    "OutputLimits": "._bounding",
+    "OutsideLocationError": "._filesystem",
+    "PermissionRejected": "._permissions",
+    "PermissionRequest": "._permissions",
+    "PermissionRule": "._permissions",
+    "Permissions": "._permissions",
+    "PluginError": "._plugins",
+    "PluginInfo": "._plugins",
+    "Progress": "._tool",
+    "Registration": "._registry",
+    "RegistrationError": "._errors",
+    "Reject": "._permissions",
+    "Request": "._request",
+    "ResourceLink": "._content",
+    "RetentionError": "._errors",
+    "SavedApproval": "._permissions",
+    "SchemaCodec": "._codec",
+    "SchemaError": "._errors",
+    "ServiceDenied": "._services",
+    "Services": "._services",
+    "Text": "._content",
+    "Tool": "._tool",
+    "ToolAnnotations": "._tool",
+    "ToolCall": "._outcome",
+    "ToolChanges": "._location",
+    "ToolContext": "._tool",
+    "ToolDefinition": "._tool",
+    "ToolError": "._outcome",
+    "ToolFailure": "._errors",
+    "ToolResponse": "._tool",
+    "Tools": "._registry",
+    "dump_outcome": "._durable",
+    "effective_name": "._registry",
+    "hookimpl": "pegboard.hookspecs",
+    "load_outcome": "._durable",
+    "permission_rules": "._config",
+    "thaw": "._json",
+    "tool": "._tool",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pegboard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value  # later lookups are ordinary attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -132,7 +132,8 @@ def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
         # The common case, kept cheap: one ASCII text measures in O(1).
         only = content[0].text
         if only.isascii() and len(only) <= limits.max_bytes:
-            return only.count("\n") < limits.max_lines
+            # Fewer characters than max_lines cannot hold max_lines newlines.
+            return len(only) < limits.max_lines or only.count("\n") < limits.max_lines
     texts = _texts(content)
     if not texts:
         return True

@@ -90,10 +90,10 @@ class _Validator:
 
     schema: Mapping[str, Any]
     _fast: Any = attrs.field(init=False)
-    _slow: jsonschema.Draft202012Validator = attrs.field(init=False)
+    # Built when a value is first refused: accepting never imports jsonschema.
+    _slow: jsonschema.Draft202012Validator | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
-        import jsonschema
         import jsonschema_rs
 
         try:
@@ -101,7 +101,6 @@ class _Validator:
         except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as e:
             first = str(e).splitlines()[0]
             raise SchemaError(f"schema cannot be compiled: {first}", keyword="$ref") from None
-        self._slow = jsonschema.Draft202012Validator(dict(self.schema))
 
     def check(self, value: Any) -> CodecError | None:
         try:
@@ -115,8 +114,11 @@ class _Validator:
         problem = find_problem(value, max_depth=MAX_DEPTH)
         if problem is not None:
             return problem
+        import jsonschema
         import jsonschema.exceptions
 
+        if self._slow is None:
+            self._slow = jsonschema.Draft202012Validator(dict(self.schema))
         try:
             error = jsonschema.exceptions.best_match(self._slow.iter_errors(value))
         except RecursionError:
@@ -229,6 +231,15 @@ class AttrsCodec(Generic[T]):
         reason, _, path = reasons[0].rpartition(" @ ")
         return CodecError(reason or path, path=path if reason else "$", rule="decode")
 
+    def encoded(self, value: T) -> Any:
+        """``encode(value)`` for a valid value, else ``None``: no error is built."""
+        raw = self._unstructure(value)
+        try:
+            valid = self._validator._fast.is_valid(raw)
+        except ValueError:
+            return None
+        return raw if valid else None
+
     def encode(self, value: T) -> Any:
         if not isinstance(value, self.cls):
             raise CodecError(
@@ -295,6 +306,8 @@ def encode(codec: Codec[Any], value: Any) -> Any:
     return encoded
 
 
+_ATTRS_CODECS: weakref.WeakKeyDictionary[type, AttrsCodec[Any]] = weakref.WeakKeyDictionary()
+
 _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
@@ -303,7 +316,11 @@ def as_codec(spec: Any, *, role: str) -> Codec[Any]:
     if spec is None:
         codec: Codec[Any] = SchemaCodec(_EMPTY_OBJECT)
     elif isinstance(spec, type) and attrs.has(spec):
-        codec = AttrsCodec(spec)
+        # One codec per class: its schema, validators and cattrs hooks are derived once.
+        cached = _ATTRS_CODECS.get(spec)
+        if cached is None:
+            cached = _ATTRS_CODECS[spec] = AttrsCodec(spec)
+        codec = cached
     elif isinstance(spec, Mapping):
         codec = SchemaCodec(spec)
     elif isinstance(spec, Codec):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Mapping
-from typing import Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
-import jsonschema
+if TYPE_CHECKING:
+    import jsonschema
 
 from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
 from ._json import find_problem, freeze, thaw
@@ -128,7 +130,14 @@ SCHEMA: Final[Mapping[str, Any]] = freeze(
         ],
     }
 )
-_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    # Built on the first load: importing pegboard does not import jsonschema.
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(SCHEMA)
 
 
 def dump_outcome(outcome: Outcome) -> dict[str, Any]:
@@ -188,7 +197,9 @@ def load_outcome(data: Mapping[str, Any]) -> Outcome:
             f"stored outcome at $.version: version {version!r} is not one this pegboard "
             f"reads (it reads version {VERSION}); load it with the pegboard that stored it"
         )
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
+    import jsonschema.exceptions
+
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
     if error is not None:
         raise ValueError(f"stored outcome at {error.json_path}: {error.message}")
     call = data.get("call")

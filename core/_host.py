@@ -172,6 +172,8 @@ class Host:
         config: LocationConfig,
         root: Path,
     ) -> tuple[PluginSpec, ...]:
+        if plugins is not None and not plugins and not config.options:
+            return ()  # nothing to look up: no entry-point scan
         installed = self._plugins.names()
         for table in config.options:
             if table not in installed:

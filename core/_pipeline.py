@@ -13,7 +13,7 @@ import attrs
 import orjson
 
 from ._bounding import InvalidText, OutputLimits, bound_content, bound_text, check_text, fits
-from ._codec import MAX_DEPTH, check_encoded, encode
+from ._codec import MAX_DEPTH, AttrsCodec, check_encoded, encode
 from ._content import ContentItem, Text, normalize_content
 from ._errors import CodecError, ToolFailure
 from ._json import (
@@ -84,8 +84,13 @@ class Pipeline:
 
     async def run(self, name: str, tool: Tool, call: ToolCall, identity: CallIdentity) -> Outcome:
         """Steps 2 to 8 for a resolved call."""
+        raw = call.input
         try:
-            value = tool.input.decode(self.read_input(call.input))
+            if type(raw) is str and len(raw) <= self.max_input_bytes and raw.isascii():
+                parsed = loads(raw, max_depth=MAX_DEPTH)  # the common case, measured in O(1)
+            else:
+                parsed = self.read_input(raw)
+            value = tool.input.decode(parsed)
         except ValueError as error:  # CodecError, or a custom codec's ValueError
             return await self.fail(
                 identity,
@@ -131,6 +136,10 @@ class Pipeline:
                 partial=recorder.last,
                 tool=tool,
             )
+        if not self.after_hooks and type(result) is tool._bare_output:
+            settled = self.settle_bare(tool, result, identity, name)
+            if settled is not None:
+                return settled
         if isinstance(result, ToolResponse):
             output, content, metadata = result.output, result.content, result.metadata
         elif tool.output is not None:
@@ -153,6 +162,27 @@ class Pipeline:
                 tool=tool,
             )
         return await self.after(bounded, managed, name, tool)
+
+    def settle_bare(
+        self, tool: Tool, returned: object, identity: CallIdentity, name: str
+    ) -> Completed | None:
+        """The outcome of an attrs output returned bare, or ``None`` for the general path.
+
+        What the general path checks holds here by construction: orjson writes
+        compact JSON (no raw newline, valid UTF-8), so its text is within the
+        limits once its bytes are.
+        """
+        codec: AttrsCodec[Any] = tool.output  # type: ignore[assignment]
+        output = codec.encoded(returned)
+        if output is None:
+            return None
+        try:
+            data = orjson.dumps(output)
+        except orjson.JSONEncodeError:
+            return None  # an integer beyond 64 bits: written exactly by the general path
+        if len(data) > self.limits.max_bytes:
+            return None
+        return Completed(output, (Text(data.decode()),), call=identity, name=name)
 
     def read_input(self, raw: object) -> Any:
         """Raw provider input as the tool's own plain JSON, within the size and depth limits.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType, TracebackType
 
 from ._errors import RegistrationError
@@ -95,6 +95,13 @@ class Board:
 
     def __init__(self) -> None:
         self._stacks: dict[str, list[tuple[Registration, Tool]]] = {}
+        #: Per name, how many closed entries still sit below the top of its stack.
+        self._buried: dict[str, int] = {}
+        # The names each change touched, so a reader can update what it derived
+        # from the board by the names alone; the oldest half goes when the log
+        # outgrows the board, and a reader that far behind starts afresh.
+        self._log: list[str] = []
+        self._log_start = 0
         self._listeners: dict[object, Callable[[], None]] = {}
         # A sync activation hook registers from a worker thread, one that
         # outlived its timeout even while the Location goes on.
@@ -105,6 +112,31 @@ class Board:
         """The effective tool for every name that has an active registration."""
         with self._lock:
             return {name: stack[-1][1] for name, stack in self._stacks.items()}
+
+    def winner(self, name: str) -> Tool | None:
+        """The effective tool of ``name`` here, or ``None``."""
+        with self._lock:
+            stack = self._stacks.get(name)
+            return None if stack is None else stack[-1][1]
+
+    def changes(self, since: int) -> tuple[int, list[str] | None]:
+        """The log position now, and the names changed since position ``since``.
+
+        The names are ``None`` when the log no longer reaches back that far.
+        """
+        with self._lock:
+            end = self._log_start + len(self._log)
+            if since < self._log_start:
+                return end, None
+            return end, self._log[since - self._log_start :]
+
+    def _logged(self, names: Iterable[str]) -> None:
+        log = self._log
+        log.extend(names)
+        if len(log) > 1024 and len(log) > 2 * len(self._stacks):
+            drop = len(log) // 2
+            del log[:drop]
+            self._log_start += drop
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after every change; return the function that stops it.
@@ -129,15 +161,35 @@ class Board:
         with self._lock:
             for name, tool in tools.items():
                 self._stacks.setdefault(name, []).append((registration, tool))
+            self._logged(tools)
             self.version += 1
 
     def _remove(self, registration: Registration) -> None:
+        # ``registration`` is already closed. Closed entries leave the top of a
+        # stack at once (the winner is always active); below the top they are
+        # swept when they make up half the stack. Each entry is visited O(1)
+        # times: closing n registrations of one name costs O(n), in any order.
         with self._lock:
             for name in registration.names.values():
-                stack = self._stacks.get(name, [])
-                stack[:] = [entry for entry in stack if entry[0] is not registration]
+                stack = self._stacks.get(name)
+                if stack is None:
+                    continue
+                if stack[-1][0] is registration:
+                    stack.pop()
+                    while stack and stack[-1][0]._closed:
+                        stack.pop()
+                        self._buried[name] -= 1
+                else:
+                    self._buried[name] = buried = self._buried.get(name, 0) + 1
+                    if buried * 2 > len(stack):
+                        stack[:] = [entry for entry in stack if not entry[0]._closed]
+                        buried = 0
+                    self._buried[name] = buried
                 if not stack:
-                    self._stacks.pop(name, None)
+                    del self._stacks[name]
+                if not self._buried.get(name, 1):
+                    del self._buried[name]
+            self._logged(registration.names.values())
             self.version += 1
 
 

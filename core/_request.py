@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Literal
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Literal
 
 import anyio
-import attrs
 
 from ._outcome import CallIdentity, Outcome, ToolCall
 from ._pipeline import Pipeline
@@ -16,46 +15,138 @@ from ._tool import Tool, ToolContext, ToolDefinition
 __all__ = ("Request", "Snapshot")
 
 
-@attrs.frozen
+_ABSENT: Any = object()
+
+
+class _Layered(Mapping[str, Tool]):
+    """A read-only mapping: a shared base dict under a small overlay of changed names.
+
+    ``None`` in the overlay means the name is gone.
+    """
+
+    __slots__ = ("_base", "_overlay", "_size")
+
+    def __init__(self, base: dict[str, Tool], overlay: dict[str, Tool | None]) -> None:
+        self._base = base
+        self._overlay = overlay
+        self._size = len(base) + sum(
+            (tool is not None) - (name in base) for name, tool in overlay.items()
+        )
+
+    def get(self, name: str, default: Any = None) -> Any:
+        tool = self._overlay.get(name, _ABSENT)
+        if tool is _ABSENT:
+            return self._base.get(name, default)
+        return default if tool is None else tool
+
+    def __getitem__(self, name: str) -> Tool:
+        tool = self.get(name)
+        if tool is None:
+            raise KeyError(name)
+        return tool  # type: ignore[no-any-return]
+
+    def __contains__(self, name: object) -> bool:
+        return self.get(name) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        overlay = self._overlay
+        yield from (name for name in self._base if name not in overlay)
+        yield from (name for name, tool in overlay.items() if tool is not None)
+
+    def __len__(self) -> int:
+        return self._size
+
+
 class Snapshot:
     """The effective tool of every name at one moment, and its definitions.
 
-    Immutable, so every request prepared while the boards stay unchanged shares it.
+    Immutable, so every request prepared while the boards stay unchanged shares
+    it. A snapshot taken after a few changes shares its predecessor's base and
+    recomputes only the names the boards' logs say changed; the definitions
+    are built when first read, reusing those of unchanged names.
     """
 
-    tools: Mapping[str, Tool]
-    definitions: tuple[ToolDefinition, ...]
+    __slots__ = ("_base", "_defined", "_definitions", "_marks", "_overlay", "tools")
+
+    def __init__(
+        self,
+        base: dict[str, Tool],
+        overlay: dict[str, Tool | None],
+        marks: tuple[int, ...],
+        defined: dict[str, tuple[Tool, ToolDefinition]],
+    ) -> None:
+        self._base = base
+        self._overlay = overlay
+        self._marks = marks
+        #: Definitions built so far, by name, shared along a Location's snapshots.
+        self._defined = defined
+        self._definitions: tuple[ToolDefinition, ...] | None = None
+        self.tools: Mapping[str, Tool] = _Layered(base, overlay) if overlay else base
 
     @classmethod
     def of(cls, boards: Iterable[Board], previous: Snapshot | None = None) -> Snapshot:
-        """Merge ``boards``; a later board's winners take precedence.
-
-        Definitions of unchanged names are reused from ``previous``.
-        """
+        """Merge ``boards``; a later board's winners take precedence."""
+        boards = tuple(boards)
+        if previous is not None and len(previous._marks) == len(boards):
+            changed: set[str] = set()
+            marks = []
+            for board, mark in zip(boards, previous._marks, strict=True):
+                end, names = board.changes(mark)
+                if names is None:
+                    break
+                changed.update(names)
+                marks.append(end)
+            else:
+                overlay = dict(previous._overlay)
+                for name in changed:
+                    overlay[name] = _effective(boards, name)
+                base = previous._base
+                # Folding the overlay in costs the whole base: done once it has
+                # grown by a fraction of it, so each change costs O(1) amortized.
+                if len(overlay) <= len(base) // 8 + 64:
+                    return cls(base, overlay, tuple(marks), previous._defined)
+        # Positions first: a change landing while the winners are read shows up next time.
+        marks = [board.changes(0)[0] for board in boards]
         merged: dict[str, Tool] = {}
         for board in boards:
             merged.update(board.winners())
-        names = sorted(merged)
-        reuse = {} if previous is None else previous._by_name()
-        definitions = []
-        for name in names:
-            tool = merged[name]
-            known = reuse.get(name)
-            if known is None or previous is None or previous.tools[name] is not tool:
-                output = None if tool.output is None else tool.output.json_schema
-                known = ToolDefinition(
-                    name,
-                    tool.description,
-                    tool.input.json_schema,
-                    output,
-                    title=tool.title,
-                    annotations=tool.annotations,
-                )
-            definitions.append(known)
-        return cls({name: merged[name] for name in names}, tuple(definitions))
+        defined = {} if previous is None else previous._defined
+        for name in [name for name in defined if name not in merged]:
+            del defined[name]
+        return cls(merged, {}, tuple(marks), defined)
 
-    def _by_name(self) -> dict[str, ToolDefinition]:
-        return {definition.name: definition for definition in self.definitions}
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        """The definitions of every name, sorted by name."""
+        if self._definitions is None:
+            tools = self.tools
+            defined = self._defined
+            definitions = []
+            for name in sorted(tools):
+                tool = tools[name]
+                known = defined.get(name)
+                if known is None or known[0] is not tool:
+                    output = None if tool.output is None else tool.output.json_schema
+                    definition = ToolDefinition(
+                        name,
+                        tool.description,
+                        tool.input.json_schema,
+                        output,
+                        title=tool.title,
+                        annotations=tool.annotations,
+                    )
+                    known = defined[name] = (tool, definition)
+                definitions.append(known[1])
+            self._definitions = tuple(definitions)
+        return self._definitions
+
+
+def _effective(boards: tuple[Board, ...], name: str) -> Tool | None:
+    for board in reversed(boards):
+        tool = board.winner(name)
+        if tool is not None:
+            return tool
+    return None
 
 
 class Request:
@@ -65,7 +156,7 @@ class Request:
     registration changes affect only later requests.
     """
 
-    __slots__ = ("_pipeline", "_tools", "_withdrawn", "definitions", "final_step")
+    __slots__ = ("_definitions", "_pipeline", "_snapshot", "_tools", "_withdrawn", "final_step")
 
     def __init__(
         self,
@@ -76,16 +167,24 @@ class Request:
         definitions: tuple[ToolDefinition, ...] | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._snapshot = snapshot
         self._tools = snapshot.tools
         self.final_step = final_step
-        #: The inert definitions to send to the provider, in a stable order.
+        self._definitions = definitions
         if definitions is None:
-            self.definitions = snapshot.definitions
             self._withdrawn: frozenset[str] = frozenset()
         else:
-            self.definitions = definitions
             kept = {definition.name for definition in definitions}
             self._withdrawn = frozenset(name for name in snapshot.tools if name not in kept)
+
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        """The inert definitions to send to the provider, in a stable order."""
+        if self._definitions is None:
+            # Built when first read, once per snapshot: requests that only
+            # execute calls never pay for them.
+            self._definitions = self._snapshot.definitions
+        return self._definitions
 
     @property
     def tool_choice(self) -> Literal["auto", "none"]:

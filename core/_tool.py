@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
-from ._codec import Codec, as_codec
+from ._codec import AttrsCodec, Codec, as_codec
 from ._content import ContentItem, normalize_content
 
 __all__ = (
@@ -175,6 +175,13 @@ class Tool:
     title: str | None = attrs.field(default=None, converter=_title)
     annotations: ToolAnnotations | None = attrs.field(default=None, converter=_annotations)
     is_async: bool = attrs.field(init=False, repr=False)
+    #: The attrs class whose instances, returned bare, settle on the pipeline's
+    #: short path; ``None`` when the output is not an `AttrsCodec`.
+    _bare_output: type | None = attrs.field(init=False, repr=False, eq=False)
+
+    @_bare_output.default
+    def _detect_bare_output(self) -> type | None:
+        return self.output.cls if type(self.output) is AttrsCodec else None
 
     @is_async.default
     def _detect_async(self) -> bool:

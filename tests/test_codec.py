@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import enum
 import json
+import subprocess
+import sys
 import uuid
 from typing import Any, ClassVar, Literal
 
@@ -467,3 +469,61 @@ def test_a_custom_codec_is_held_to_its_own_schema(make: type[Tolerant]) -> None:
             encode(codec, {"n": "1"})
         with pytest.raises(pegboard.CodecError, match="NaN"):
             encode(codec, {"n": float("nan")})
+
+
+def test_one_codec_per_attrs_class() -> None:
+    """Tools sharing an attrs class share its codec: the schema and hooks are derived once."""
+
+    @attrs.frozen
+    class Shared:
+        a: int
+
+    async def run(input: Shared, context: pegboard.ToolContext) -> str:
+        return "ok"
+
+    first = pegboard.tool(description="First.", execute=run, input=Shared)
+    second = pegboard.tool(description="Second.", execute=run, input=Shared, output=Shared)
+    assert first.input is second.input is second.output
+
+
+def test_valid_schemas_are_accepted_without_jsonschema() -> None:
+    """Accepting valid schemas and values uses jsonschema-rs; jsonschema only explains."""
+    script = """
+import sys, attrs, anyio, pegboard
+
+@attrs.frozen
+class Pair:
+    a: int
+    b: list[str]
+
+async def run(input, context):
+    return Pair(input.a, input.b)
+
+tool = pegboard.tool(description="Echo.", execute=run, input=Pair, output=Pair)
+schema = pegboard.tool(description="Any.", execute=run, input={"type": "object"})
+assert tool.input.decode({"a": 1, "b": ["x"]}) == Pair(1, ["x"])
+assert tool.output.encode(Pair(2, [])) == {"a": 2, "b": []}
+print(sorted(name for name in sys.modules if name.split(".")[0] == "jsonschema"))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert "[]" == result.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"type": "strin"}, "type"),
+        ({"minLength": -1}, "minLength"),
+        ({"properties": {"a": {"type": 3}}}, "type"),
+        ({"items": [{"type": "string"}]}, "items"),
+        ({"required": "a"}, "required"),
+    ],
+)
+def test_fast_meta_check_still_refuses_invalid_schemas(
+    schema: dict[str, Any], keyword: str
+) -> None:
+    """A schema the meta-schema refuses is refused, named by jsonschema's explanation."""
+    with pytest.raises(pegboard.SchemaError, match=f"keyword '{keyword}'"):
+        pegboard.tool(description="Bad.", execute=lambda i, c: "", input=schema)

@@ -87,3 +87,66 @@ async def test_watching_a_closed_location_ends_at_once(
     async with host.location(workspace, plugins=[], storage=storage_dir) as location:
         pass
     assert [] == [change async for change in location.watch()]
+
+
+async def test_a_location_without_plugins_does_not_scan_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """plugins=[] names nothing to look up: no installed distribution is read."""
+    host = pegboard.Host()
+
+    def no_scan() -> list[str]:
+        raise AssertionError("the entry points were scanned")
+
+    monkeypatch.setattr(host._plugins, "names", no_scan)
+    async with host.location(tmp_path, plugins=[], storage=tmp_path / "storage") as location:
+        assert () == location.plugins
+    (tmp_path / "pegboard.toml").write_text("[builtin]\n")
+    with pytest.raises(AssertionError, match="scanned"):
+        async with host.location(tmp_path, plugins=[], storage=tmp_path / "storage"):
+            pass  # options for a plugin: the scan must say whether it is installed
+
+
+async def test_snapshots_follow_every_change_across_many_changes(tmp_path: Path) -> None:
+    """Snapshots updated from the boards' change logs equal a full merge, every time.
+
+    Enough changes to fold overlays into their base and to trim the logs; a
+    request keeps the tools it captured whatever changes later.
+    """
+    import random
+
+    rng = random.Random(11)
+    host = pegboard.Host()
+    made = [pegboard.tool(description=f"Tool {i}.", execute=lambda i, c: "") for i in range(5)]
+    async with host.location(tmp_path, plugins=[], storage=tmp_path / "storage") as location:
+        boards = {"host": host.tools, "location": location.tools}
+        live: list[tuple[str, str, pegboard.Tool, pegboard.Registration]] = []
+        captured: list[tuple[pegboard.Request, dict[str, pegboard.Tool]]] = []
+        for step in range(3000):
+            if live and rng.random() < 0.45:
+                where, name, tool, registration = live.pop(rng.randrange(len(live)))
+                registration.close()
+            else:
+                where, name, tool = (
+                    rng.choice(list(boards)),
+                    f"t{rng.randrange(150)}",
+                    rng.choice(made),
+                )
+                live.append((where, name, tool, boards[where].register({name: tool})))
+            if rng.random() < 0.3:
+                continue  # several changes between two prepares
+            expected: dict[str, pegboard.Tool] = {}
+            for board in ("host", "location"):  # the Location's tools win
+                expected.update({n: t for w, n, t, _ in live if w == board})
+            request = location.prepare()
+            assert expected == dict(request._tools.items()), step
+            assert len(expected) == len(request._tools)
+            assert sorted(expected) == [d.name for d in request.definitions]
+            assert all(request._tools.get(n) is t for n, t in expected.items())
+            assert request._tools.get("t999") is None
+            assert "t999" not in request._tools
+            if step % 100 == 0:
+                captured.append((request, expected))
+        for request, expected in captured:
+            assert expected == dict(request._tools.items())
+            assert sorted(expected) == [d.name for d in request.definitions]

@@ -1000,3 +1000,76 @@ async def test_law_per_call_rejection_a_broken_hook_leaves_no_managed_file(
     [(path,)] = seen
     assert not path.exists()
     assert [] == [path for path in storage_dir.rglob("*") if path.is_file()]
+
+
+@attrs.frozen
+class Rows:
+    rows: list[str]
+
+
+@attrs.frozen
+class Count:
+    n: int
+
+
+async def test_bare_attrs_output_over_the_byte_limit_is_bounded(
+    location: pegboard.Location, context: Context
+) -> None:
+    """An attrs output returned bare whose JSON is over max_bytes is cut, not published whole."""
+
+    @pegboard.tool(description="Rows.", output=Rows)
+    async def rows(input: Any, ctx: pegboard.ToolContext) -> Rows:
+        return Rows([f"row {index}" for index in range(20_000)])
+
+    location.tools.register({"rows": rows})
+    outcome = await call(location, "rows", "{}", context())
+    assert isinstance(outcome, pegboard.Completed)
+    (preview,) = outcome.content
+    assert isinstance(preview, pegboard.Text)
+    assert len(preview.text.encode()) <= location.limits.max_bytes
+    assert "omitted" in preview.text
+    assert 20_000 == len(outcome.output["rows"])
+
+
+async def test_bare_attrs_output_is_read_only_and_exact(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A bare attrs output settles read-only; integers beyond 64 bits stay exact in its text."""
+    kept: list[Rows] = []
+
+    @pegboard.tool(description="Rows.", output=Rows)
+    async def rows(input: Any, ctx: pegboard.ToolContext) -> Rows:
+        kept.append(Rows(["a"]))
+        return kept[-1]
+
+    @pegboard.tool(description="Big.", output=Count)
+    async def big(input: Any, ctx: pegboard.ToolContext) -> Count:
+        return Count(BIG)
+
+    location.tools.register({"rows": rows, "big": big})
+    done = await call(location, "rows", "{}", context())
+    assert isinstance(done, pegboard.Completed)
+    with pytest.raises(TypeError, match="read-only"):
+        done.output["rows"].append("b")
+    kept[0].rows.append("b")  # the tool keeps editing its own value
+    assert {"rows": ["a"]} == done.output
+    exact = await call(location, "big", "{}", context())
+    assert isinstance(exact, pegboard.Completed)
+    assert {"n": BIG} == exact.output
+    assert (pegboard.Text(f'{{"n":{BIG}}}'),) == exact.content
+
+
+async def test_bare_attrs_output_against_its_schema_fails_the_call(
+    location: pegboard.Location, context: Context
+) -> None:
+    """attrs does not check field types; the output schema still refuses a wrong one."""
+
+    @pegboard.tool(description="Count.", output=Count)
+    async def count(input: Any, ctx: pegboard.ToolContext) -> Count:
+        return Count("three")  # type: ignore[arg-type]
+
+    location.tools.register({"count": count})
+    outcome = await call(location, "count", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert "$.n: expected integer" in outcome.error.message

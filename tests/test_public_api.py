@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
+
+import pytest
 
 import pegboard
 
@@ -61,3 +65,27 @@ def test_contract_constructors_take_the_contracts_argument_order() -> None:
     assert "x" == pegboard.ToolCall("name", "{}", context).input[0:0] + "x"
     definition = pegboard.ToolDefinition("n", "d", {"type": "object"}, None)
     assert "n" == definition.name
+
+
+def test_help_imports_no_part_of_the_library() -> None:
+    """`pegboard --help` stays cheap: public names are imported when first used."""
+    script = """
+import sys
+from pegboard.cli._main import build_parser
+build_parser().format_help()
+heavy = ("anyio", "attrs", "attr", "cattrs", "jsonschema", "orjson", "pluggy", "pegboard._tool")
+print(sorted(name for name in heavy if name in sys.modules))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert "[]" == result.stdout.strip()
+
+
+def test_every_public_name_resolves_and_is_listed() -> None:
+    """Names imported on first use are still attributes, listed by dir(), and unknown ones fail."""
+    for name in pegboard.__all__:
+        assert getattr(pegboard, name) is not None
+    assert set(pegboard.__all__) <= set(dir(pegboard))
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        _ = pegboard.nothing_here  # type: ignore[attr-defined]

@@ -469,3 +469,31 @@ def test_law_scoped_registration_overlay_matches_the_model(backend: str) -> None
     run_state_machine_as_test(
         machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None)
     )
+
+
+@pytest.mark.parametrize("order", ["oldest-first", "latest-first", "shuffled"])
+def test_closing_many_registrations_of_one_name_keeps_the_latest_active_winner(
+    order: str,
+) -> None:
+    """However many registrations of one name close, in any order, the latest open one wins."""
+    import random
+
+    board, scope = Board(), Scope("test")
+    tools = pegboard.Tools(board, scope)
+    made = [
+        pegboard.tool(description=f"Tool {index}.", execute=lambda i, c: "") for index in range(300)
+    ]
+    registrations = [tools.register({"same": tool}) for tool in made]
+    indices = list(range(len(made)))
+    if order == "latest-first":
+        indices.reverse()
+    elif order == "shuffled":
+        random.Random(7).shuffle(indices)
+    open_ = set(indices)
+    for index in indices:
+        registrations[index].close()
+        open_.discard(index)
+        expected = {"same": made[max(open_)]} if open_ else {}
+        assert expected == board.winners()
+    assert {} == board._stacks
+    assert {} == board._buried
