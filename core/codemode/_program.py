@@ -168,15 +168,19 @@ async def run_program(
     failure: str | None = None
     value: Any = None
     async with anyio.create_task_group() as group:
-        with anyio.move_on_after(limits.wall_time) as deadline:
-            session = await Session.open(limits)
-            try:
-                failure, value = await _drive(
-                    monty, session, code, functions, calls, group, printed, limits
-                )
-            finally:
-                group.cancel_scope.cancel()  # tool calls the program left running
-                await session.close()
+        try:
+            with anyio.move_on_after(limits.wall_time) as deadline:
+                session = await Session.open(limits)
+                try:
+                    failure, value = await _drive(
+                        monty, session, code, functions, calls, group, printed, limits
+                    )
+                finally:
+                    await session.close()
+        finally:
+            # Tool calls the program left running; cancelled outside the
+            # deadline's scope, so a timeout is still seen as one.
+            group.cancel_scope.cancel()
         if deadline.cancelled_caught:
             failure = (
                 f"the program was stopped after {limits.wall_time:g} s, its time limit "

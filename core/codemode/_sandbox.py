@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import os
+import signal
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -55,11 +58,12 @@ class Session:
     session last, the caller or an abandoned step, returns it to the pool.
     """
 
-    __slots__ = ("_abandoned", "_lock", "_session")
+    __slots__ = ("_abandoned", "_lock", "_pid", "_session")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._session: Any = None
+        self._pid: int | None = None
         self._abandoned = False
 
     @classmethod
@@ -90,10 +94,17 @@ class Session:
         )
         session.__enter__()
         self._session = session
+        # The worker is this session's alone until it is returned, so killing
+        # it stops exactly this program; read while idle (it is None mid-turn).
+        self._pid = session.worker_pid
 
     @property
     def session(self) -> Any:
         return self._session
+
+    @property
+    def closed(self) -> bool:
+        return self._session is None
 
     async def step(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run one blocking sandbox step in a worker thread."""
@@ -112,6 +123,14 @@ class Session:
         """Return the worker to the pool, now or when an abandoned step ends."""
         self._abandoned = True  # first, so a step that ends meanwhile closes it
         if not self._lock.acquire(blocking=False):
+            # A step is still running (cancelled, or past the deadline): stop
+            # the program now rather than at its own time limit. The step then
+            # fails with a crash and returns the session; the pool replaces
+            # the worker.
+            kill = getattr(signal, "SIGKILL", None)
+            if self._pid is not None and kill is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pid, kill)
             return
         try:
             with anyio.CancelScope(shield=True):
