@@ -498,3 +498,29 @@ async def test_a_cancelled_busy_program_stops_and_returns_its_worker() -> None:
             break
         await anyio.sleep(0.05)
     assert session.closed
+
+
+async def test_law_codec_boundary_code_mode_sees_validated_encoded_output(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The program gets the output codec's encoded JSON, never the tool's own value,
+    and output that fails its schema never reaches it.
+    """
+    recorder = Recorder()
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    @pegboard.tool(description="Returns output its schema rejects.", output=schema)
+    async def wrong(input: Any, context: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(output={"n": "not a number"}, content="fine")
+
+    location.tools.register({"add": recorder.add(), "wrong": wrong})
+    code = (
+        "value = await add(a=1, b=2)\n"
+        "print(type(value).__name__, sorted(value))\n"
+        "try:\n"
+        "    print(await wrong())\n"
+        "except RuntimeError as error:\n"
+        "    print(str(error).split(':')[0])\n"
+    )
+    outcome = await run(location.prepare(code_mode=True), code, context)
+    assert "dict ['parts', 'total']\ntool 'wrong' failed (invalid_output)" == text(outcome)
