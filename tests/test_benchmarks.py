@@ -16,6 +16,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
     [
         ("bench_calls.py", "## Against the targets"),
         ("bench_plugins.py", "## One call with execute_after hooks"),
+        ("bench_codemode.py", "## Code Mode against separate calls"),
         ("bench_storage.py", "## Opening a Location whose storage holds"),
     ],
 )

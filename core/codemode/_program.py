@@ -79,13 +79,12 @@ class _Calls:
 
     def start(self, group: anyio.abc.TaskGroup, sandbox_id: int, name: str, arguments: Any) -> None:
         self.count += 1
-        group.start_soon(
-            self._run, sandbox_id, name, f"{self._context.call_id}/{self.count}", arguments
-        )
+        group.start_soon(self._run, sandbox_id, name, self.count, arguments)
 
-    async def _run(self, sandbox_id: int, name: str, call_id: str, arguments: Any) -> None:
+    async def _run(self, sandbox_id: int, name: str, number: int, arguments: Any) -> None:
         outer = self._context
-        await outer.progress(Progress(message=f"{name} ({call_id})", current=self.count))
+        call_id = f"{outer.call_id}/{number}"
+        await outer.progress(Progress(message=f"{name} ({call_id})", current=number))
 
         async def forward(update: Progress) -> None:
             # The inner tool's own progress reaches the runner by message only:
