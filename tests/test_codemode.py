@@ -524,3 +524,57 @@ async def test_law_codec_boundary_code_mode_sees_validated_encoded_output(
     )
     outcome = await run(location.prepare(code_mode=True), code, context)
     assert "dict ['parts', 'total']\ntool 'wrong' failed (invalid_output)" == text(outcome)
+
+
+async def test_a_sleeping_program_is_stopped_at_its_wall_time(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Sleeping is waiting, not computing: the wall clock still stops it."""
+    request = location.prepare(code_mode=CodeModeLimits(wall_time=0.5))
+    started = time.monotonic()
+    message = failure(await run(request, "import asyncio\nawait asyncio.sleep(100)", context))
+    assert time.monotonic() - started < 3
+    assert message.startswith("the program was stopped after 0.5 s")
+
+
+async def test_sleeps_run_on_the_host_clock(location: pegboard.Location, context: Context) -> None:
+    """time.sleep and asyncio.sleep wait; a bad length raises in the program, as in CPython."""
+    code = (
+        "import asyncio, time\n"
+        "time.sleep(0.01)\n"
+        "await asyncio.sleep(0.01)\n"
+        "await asyncio.sleep(-1)\n"
+        "try:\n"
+        "    time.sleep(-1)\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    outcome = await run(location.prepare(code_mode=True), code, context)
+    assert "sleep length must be non-negative" == text(outcome)
+
+
+async def test_gathered_sleeps_overlap(location: pegboard.Location, context: Context) -> None:
+    """Ten gathered half-second sleeps take about half a second, not five."""
+    code = "import asyncio\nawait asyncio.gather(*[asyncio.sleep(0.5) for _ in range(10)])\n1"
+    started = time.monotonic()
+    assert "1" == text(await run(location.prepare(code_mode=True), code, context))
+    assert time.monotonic() - started < 3
+
+
+async def test_execute_calls_run_side_by_side(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Several programs at once each get their own sandbox and their own answers."""
+    recorder = Recorder()
+    location.tools.register({"add": recorder.add()})
+    request = location.prepare(code_mode=True)
+    results: dict[int, str] = {}
+
+    async def one(index: int) -> None:
+        code = f"(await add(a={index}, b=100))['total']"
+        results[index] = text(await run(request, code, context, call_id=f"c{index}"))
+
+    async with anyio.create_task_group() as group:
+        for index in range(4):
+            group.start_soon(one, index)
+    assert {index: str(index + 100) for index in range(4)} == results

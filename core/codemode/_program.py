@@ -81,6 +81,16 @@ class _Calls:
         self.count += 1
         group.start_soon(self._run, sandbox_id, name, self.count, arguments)
 
+    def sleep(self, group: anyio.abc.TaskGroup, sandbox_id: int, seconds: float) -> None:
+        """Settle ``sandbox_id`` after ``seconds``: the program's ``asyncio.sleep``."""
+
+        async def sleep() -> None:
+            await anyio.sleep(seconds)
+            self.results[sandbox_id] = {"return_value": None}
+            self._settled.set()
+
+        group.start_soon(sleep)
+
     async def _run(self, sandbox_id: int, name: str, number: int, arguments: Any) -> None:
         outer = self._context
         call_id = f"{outer.call_id}/{number}"
@@ -225,14 +235,31 @@ async def _drive(
                 else:
                     snapshot = await session.step(snapshot.resume)
             elif snapshot.is_os_function:
-                # Files, clocks' host side, environment: nothing is granted.
-                snapshot = await session.step(snapshot.resume_not_handled)
+                function = str(snapshot.function_name)
+                seconds = _seconds(snapshot.args)
+                answer: dict[str, Any]
+                if function in _SLEEPS and isinstance(seconds, dict):
+                    answer = seconds  # a bad length raises in the program
+                elif function == "system.async_sleep":
+                    calls.sleep(group, snapshot.call_id, max(seconds, 0.0))
+                    answer = {"future": ...}
+                elif function == "system.sleep" and seconds < 0:
+                    answer = {"exception": ValueError("sleep length must be non-negative")}
+                elif function == "system.sleep":
+                    await anyio.sleep(seconds)  # the wall clock bounds it
+                    answer = {"return_value": None}
+                else:
+                    # With no mount and no os handler, Monty's own answer:
+                    # files, the environment and the rest are refused.
+                    snapshot = await session.step(snapshot.resume_auto)
+                    continue
+                snapshot = await session.step(snapshot.resume, answer)
             else:
                 function = snapshot.function_name
                 name = functions.get(function)
                 if name is None:
                     known = ", ".join(sorted(functions)) or "(none)"
-                    answer: dict[str, Any] = {
+                    answer = {
                         "exception": NameError(
                             f"name {function!r} is not defined; the tools are: {known}"
                         )
@@ -266,6 +293,19 @@ async def _drive(
             None,
         )
     return None, snapshot.output
+
+
+_SLEEPS = frozenset({"system.sleep", "system.async_sleep"})
+
+
+def _seconds(args: tuple[Any, ...]) -> Any:
+    """A sleep's length in seconds, or the answer that raises for a bad one
+    (``asyncio.sleep`` takes a negative length as zero, ``time.sleep`` refuses it).
+    """
+    value = args[0] if len(args) == 1 else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return {"exception": TypeError("sleep() takes one number of seconds")}
+    return float(value)
 
 
 def _runtime_failure(traceback: str, summary: str, limits: CodeModeLimits) -> str:
