@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -209,6 +210,46 @@ async def run_program(
     return "\n".join(parts) or "(the program printed nothing and its last expression was None)"
 
 
+class _Advance:
+    """Runs the program in a worker thread up to the next point that needs the
+    event loop, answering the tool calls it makes on the way with futures.
+
+    Started calls are collected in ``batch`` for the loop to run, so a program
+    that gathers N calls costs one hand-off between threads, not N.
+    """
+
+    __slots__ = ("batch", "budget", "functions", "monty", "over")
+
+    def __init__(self, monty: Any, functions: Mapping[str, str], budget: int) -> None:
+        self.monty = monty
+        self.functions = functions
+        self.budget = budget
+        self.batch: list[tuple[int, str, dict[str, Any]]] = []
+        self.over = False
+
+    def __call__(self, first: Callable[[], Any]) -> Any:
+        snapshot = first()
+        while isinstance(snapshot, self.monty.FunctionSnapshot) and not snapshot.is_os_function:
+            function = snapshot.function_name
+            name = self.functions.get(function)
+            answer: dict[str, Any]
+            if name is None:
+                known = ", ".join(sorted(self.functions)) or "(none)"
+                message = f"name {function!r} is not defined; the tools are: {known}"
+                answer = {"exception": NameError(message)}
+            elif snapshot.args:
+                message = f"{function}() takes keyword arguments only, as its signature shows"
+                answer = {"exception": TypeError(message)}
+            elif len(self.batch) >= self.budget:
+                self.over = True
+                return snapshot
+            else:
+                self.batch.append((snapshot.call_id, name, dict(snapshot.kwargs)))
+                answer = {"future": ...}
+            snapshot = snapshot.resume(answer)
+        return snapshot
+
+
 async def _drive(
     monty: Any,
     session: Session,
@@ -220,21 +261,31 @@ async def _drive(
     limits: CodeModeLimits,
 ) -> tuple[str | None, Any]:
     """Step the program to its end; return ``(failure message, final value)``."""
+
+    async def step(first: Callable[[], Any]) -> Any:
+        advance = _Advance(monty, functions, limits.calls - calls.count)
+        snapshot = await session.step(advance, first)
+        for sandbox_id, name, arguments in advance.batch:
+            calls.start(group, sandbox_id, name, arguments)
+        if advance.over:
+            raise _OverBudget
+        return snapshot
+
     try:
-        snapshot = await session.step(session.session.feed_start, code, print_callback=printed)
+        snapshot = await step(partial(session.session.feed_start, code, print_callback=printed))
         while not isinstance(snapshot, monty.MontyComplete):
             if isinstance(snapshot, monty.FutureSnapshot):
                 ready = await calls.wait(snapshot.pending_call_ids)
                 if calls.error is not None:
                     return None, None
-                snapshot = await session.step(snapshot.resume, ready)
+                snapshot = await step(partial(snapshot.resume, ready))
             elif isinstance(snapshot, monty.NameLookupSnapshot):
                 function = snapshot.variable_name
                 if function in functions:
-                    snapshot = await session.step(snapshot.resume, value=_handle(function))
+                    snapshot = await step(partial(snapshot.resume, value=_handle(function)))
                 else:
-                    snapshot = await session.step(snapshot.resume)
-            elif snapshot.is_os_function:
+                    snapshot = await step(snapshot.resume)
+            else:  # an OS call: _Advance answers every other function call
                 function = str(snapshot.function_name)
                 seconds = _seconds(snapshot.args)
                 answer: dict[str, Any]
@@ -251,36 +302,16 @@ async def _drive(
                 else:
                     # With no mount and no os handler, Monty's own answer:
                     # files, the environment and the rest are refused.
-                    snapshot = await session.step(snapshot.resume_auto)
+                    snapshot = await step(snapshot.resume_auto)
                     continue
-                snapshot = await session.step(snapshot.resume, answer)
-            else:
-                function = snapshot.function_name
-                name = functions.get(function)
-                if name is None:
-                    known = ", ".join(sorted(functions)) or "(none)"
-                    answer = {
-                        "exception": NameError(
-                            f"name {function!r} is not defined; the tools are: {known}"
-                        )
-                    }
-                elif snapshot.args:
-                    answer = {
-                        "exception": TypeError(
-                            f"{function}() takes keyword arguments only, as its signature shows"
-                        )
-                    }
-                elif calls.count >= limits.calls:
-                    return (
-                        f"the program tried to make more than {limits.calls} tool calls, "
-                        "the limit for one execute call; make fewer, larger calls (one grep "
-                        "instead of many reads) or split the work across execute calls",
-                        None,
-                    )
-                else:
-                    calls.start(group, snapshot.call_id, name, dict(snapshot.kwargs))
-                    answer = {"future": ...}
-                snapshot = await session.step(snapshot.resume, answer)
+                snapshot = await step(partial(snapshot.resume, answer))
+    except _OverBudget:
+        return (
+            f"the program tried to make more than {limits.calls} tool calls, "
+            "the limit for one execute call; make fewer, larger calls (one grep "
+            "instead of many reads) or split the work across execute calls",
+            None,
+        )
     except monty.MontySyntaxError as error:
         return f"the program is not valid Python:\n{error.display()}", None
     except monty.MontyTypingError as error:
@@ -293,6 +324,10 @@ async def _drive(
             None,
         )
     return None, snapshot.output
+
+
+class _OverBudget(Exception):  # noqa: N818 - a signal inside _drive, never raised out of it
+    """The program asked for one tool call more than its limit."""
 
 
 _SLEEPS = frozenset({"system.sleep", "system.async_sleep"})
