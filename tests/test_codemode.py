@@ -328,6 +328,19 @@ async def test_the_call_limit_fails_the_call_before_running_one_more(
     assert 2 == len(recorder.calls)
 
 
+async def test_the_call_limit_holds_for_gathered_calls(
+    location: pegboard.Location, context: Context
+) -> None:
+    """Calls started together count one by one: past the limit none more is made."""
+    recorder = Recorder()
+    location.tools.register({"echo": recorder.echo()})
+    request = location.prepare(code_mode=CodeModeLimits(calls=3))
+    code = "import asyncio\nawait asyncio.gather(*[echo(text=str(i)) for i in range(5)])"
+    message = failure(await run(request, code, context))
+    assert "more than 3 tool calls" in message
+    assert len(recorder.calls) <= 3
+
+
 async def test_the_memory_limit_fails_the_call(
     location: pegboard.Location, context: Context
 ) -> None:
