@@ -591,3 +591,17 @@ async def test_execute_calls_run_side_by_side(
         for index in range(4):
             group.start_soon(one, index)
     assert {index: str(index + 100) for index in range(4)} == results
+
+
+async def test_printed_output_past_the_cap_is_dropped_and_said(
+    location: pegboard.Location, context: Context, storage_dir: Path
+) -> None:
+    """The host keeps a prefix of at most 1 MiB characters of what one program prints."""
+    code = "print('a' * 1000)\nprint('b' * 2_000_000)\nprint('c')"
+    content = text(await run(location.prepare(code_mode=True), code, context))
+    assert content.endswith("[printed output past 1048576 characters was dropped]")
+    (saved,) = [p for p in storage_dir.rglob("*") if p.is_file()]
+    kept = saved.read_text()
+    assert kept.startswith("a" * 1000)
+    assert len(kept) < 1024 * 1024 + 100
+    assert "c" not in kept.split("[")[0]

@@ -30,7 +30,7 @@ __all__ = ("run_program",)
 
 # What a program may print before the rest is dropped; the execute call's
 # content is bounded like any other, this only caps what is held in memory.
-_PRINT_BYTES = 1024 * 1024
+_PRINT_CHARACTERS = 1024 * 1024
 # How much printed output a failure message repeats.
 _FAILURE_TAIL = 2000
 
@@ -46,7 +46,7 @@ class _Printed:
         self.dropped = False
 
     def __call__(self, stream: str, text: str) -> None:
-        if self.size + len(text) > _PRINT_BYTES:
+        if self.dropped or self.size + len(text) > _PRINT_CHARACTERS:  # keep a prefix
             self.dropped = True
             return
         self.size += len(text)
@@ -55,7 +55,7 @@ class _Printed:
     def text(self) -> str:
         joined = "".join(self.parts)
         if self.dropped:
-            joined += f"\n[printed output past {_PRINT_BYTES} characters was dropped]\n"
+            joined += f"\n[printed output past {_PRINT_CHARACTERS} characters was dropped]\n"
         return joined
 
 
