@@ -99,7 +99,7 @@ def test_arguments_that_are_not_identifiers_become_keyword_mapping() -> None:
 
 def test_the_description_is_the_docstring_and_cannot_close_it() -> None:
     stub = signature("tool", definition(description='Line one.\n\nSays """hi""" \\ there.'))
-    assert stub.endswith('    """\n    Line one.\n\n    Says \'\'\'hi\'\'\' \\\\ there.\n    """')
+    assert stub.endswith("    \"\"\"\n    Line one.\n\n    Says '''hi''' \\\\ there.\n    \"\"\"")
     compile(stub + "\n", "<stub>", "exec")
 
 
