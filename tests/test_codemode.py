@@ -605,3 +605,27 @@ async def test_printed_output_past_the_cap_is_dropped_and_said(
     assert kept.startswith("a" * 1000)
     assert len(kept) < 1024 * 1024 + 100
     assert "c" not in kept.split("[")[0]
+
+
+async def test_a_call_the_program_never_awaited_is_cancelled_when_it_ends(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The program's result does not wait for calls it left behind; they are cancelled."""
+    started, cleaned = anyio.Event(), anyio.Event()
+
+    @pegboard.tool(description="Waits forever.")
+    async def waits(input: Any, context: pegboard.ToolContext) -> str:
+        try:
+            started.set()
+            await anyio.sleep_forever()
+        finally:
+            cleaned.set()
+        return "never"
+
+    location.tools.register({"waits": waits})
+    code = "import asyncio\nleft = waits()\nawait asyncio.sleep(0.05)\n'done'"
+    with anyio.fail_after(10):
+        outcome = await run(location.prepare(code_mode=True), code, context)
+    assert "done" == text(outcome)
+    assert started.is_set()
+    assert cleaned.is_set()
