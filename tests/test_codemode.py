@@ -108,6 +108,15 @@ async def test_code_mode_advertises_one_execute_tool_with_typed_signatures(
     assert "async def echo(*, text: str = ...) -> str:" in definition.description
 
 
+async def test_the_description_states_the_limits(location: pegboard.Location) -> None:
+    limits = CodeModeLimits(wall_time=5, memory=2 * 1024 * 1024, calls=7)
+    (definition,) = location.prepare(code_mode=limits).definitions
+    assert (
+        "Limits for one program: 5 s (tool calls included), 2 MiB of memory, 7 tool calls."
+        in definition.description
+    )
+
+
 async def test_a_program_calls_two_tools_and_uses_their_machine_outputs(
     location: pegboard.Location, context: Context
 ) -> None:

@@ -21,7 +21,7 @@ class Program:
     code: str = attrs.field(
         metadata={
             "description": "A Python program. Tools are async functions taking keyword "
-            "arguments: `result = await read(path='README.md')`. What it prints and the "
+            "arguments: `result = await some_tool(name=value)`. What it prints and the "
             "value of its last expression are the result."
         }
     )
@@ -36,14 +36,14 @@ def describe(
     memory = f"{limits.memory / (1024 * 1024):g} MiB"
     return (
         "Run a Python program that calls tools, in a sandbox: no files, network, processes "
-        "or environment, and only the standard modules the sandbox has (asyncio, json, re, "
-        "math, ...).\n\n"
-        "Each tool below is an async function taking keyword arguments; await it: "
-        "`text = await read(path='a.txt')`. Run several at once with "
-        "`await asyncio.gather(read(path='a'), read(path='b'))`. A tool with a return "
-        "type other than `str` returns its machine value (plain dicts and lists); a tool "
-        'returning `str` returns its text. A failed tool call raises RuntimeError("tool '
-        "'<name>' failed (<kind>): <message>\"); catch it to go on.\n\n"
+        "or environment, only the modules the sandbox has (asyncio, json, re, math, "
+        "datetime, dataclasses, ...), and a subset of Python (no class inheritance).\n\n"
+        "Each tool below is an async function taking keyword arguments; `await` works at "
+        "the top level: `result = await some_tool(name=value)`. Run several at once with "
+        "`await asyncio.gather(first(...), second(...))`. A tool with a return type other "
+        "than `str` returns its machine value (plain dicts and lists); a tool returning "
+        "`str` returns its text. A failed tool call raises RuntimeError(\"tool '<name>' "
+        'failed (<kind>): <message>"); catch it to go on.\n\n'
         "The result is what the program prints, then the value of its last expression: "
         "filter and summarize inside the program, and print only what matters. "
         f"Limits for one program: {limits.wall_time:g} s (tool calls included), {memory} "
