@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.from_thread
@@ -21,6 +23,10 @@ from ._plugins import PluginError
 from ._registry import Board, Scope, Tools
 from ._request import Request, Snapshot
 from ._storage import ManagedStorage
+from ._tool import ToolDefinition
+
+if TYPE_CHECKING:
+    from .codemode import CodeModeLimits
 
 __all__ = ("Location", "ToolChanges")
 
@@ -141,10 +147,15 @@ class Location:
             return ()
         return tuple(plugin.name for plugin in self._activation.active)
 
-    def prepare(self, *, final_step: bool = False) -> Request:
+    def prepare(
+        self, *, final_step: bool = False, code_mode: bool | CodeModeLimits = False
+    ) -> Request:
         """Capture, for every advertised name, the effective registration now.
 
         On the final step the definitions stay and ``tool_choice`` is ``"none"``.
+        With ``code_mode`` (``True``, or `pegboard.codemode.CodeModeLimits` for
+        other limits) the request advertises one tool, ``execute``, running a
+        sandboxed program over the captured tools; see docs/code-mode.md.
         """
         if self._closed:
             raise RuntimeError(f"the Location at {self.root} is closed; open a new one")
@@ -157,7 +168,21 @@ class Location:
         definitions = None
         if self._activation is not None and self._activation.prepare_hooks():
             definitions = self._activation.withdraw(snapshot.definitions, final_step)
-        return Request(snapshot, self._pipeline, final_step=final_step, definitions=definitions)
+        request = Request(snapshot, self._pipeline, final_step=final_step, definitions=definitions)
+        if code_mode is False:
+            return request
+        # Imported by name: only Code Mode pays for it, and the engine does not
+        # depend on the subpackage built on top of it.
+        codemode = importlib.import_module("pegboard.codemode")
+        limits = codemode.CodeModeLimits() if code_mode is True else code_mode
+        if not isinstance(limits, codemode.CodeModeLimits):
+            raise TypeError(
+                f"code_mode takes True or a pegboard.codemode.CodeModeLimits, got {code_mode!r}"
+            )
+        program = codemode.execute_tool(request, limits)
+        definition = ToolDefinition("execute", program.description, program.input.json_schema, None)
+        outer = Snapshot({"execute": program}, (definition,))
+        return Request(outer, self._pipeline, final_step=final_step)
 
     def watch(self) -> ToolChanges:
         """Follow changes to the tools registered here or on the host's application board.
