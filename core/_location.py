@@ -23,7 +23,6 @@ from ._plugins import PluginError
 from ._registry import Board, Scope, Tools
 from ._request import Request, Snapshot
 from ._storage import ManagedStorage
-from ._tool import ToolDefinition
 
 if TYPE_CHECKING:
     from .codemode import CodeModeLimits
@@ -180,8 +179,7 @@ class Location:
                 f"code_mode takes True or a pegboard.codemode.CodeModeLimits, got {code_mode!r}"
             )
         program = codemode.execute_tool(request, limits)
-        definition = ToolDefinition("execute", program.description, program.input.json_schema, None)
-        outer = Snapshot({"execute": program}, (definition,))
+        outer = Snapshot({"execute": program}, {}, (), {})
         return Request(outer, self._pipeline, final_step=final_step)
 
     def watch(self) -> ToolChanges:
