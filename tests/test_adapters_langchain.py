@@ -55,7 +55,7 @@ class TestOnAsyncio:
     def anyio_backend(self) -> str:
         return "asyncio"
 
-    async def test_law_call_identity_reaches_outcomes_through_a_langchain_agent(
+    async def test_law_durable_identity_through_a_langchain_agent(
         self, location: pegboard.Location
     ) -> None:
         """A fake chat model calls two tools at once; each ToolMessage answers its call ID."""
@@ -113,7 +113,7 @@ class TestOnAsyncio:
         with pytest.raises(RuntimeError, match="bug in the tool"):
             await crash.ainvoke(_call("crash", {}, "c1"))
 
-    async def test_law_cancellation_propagates_through_ainvoke(
+    async def test_cancellation_propagates_through_ainvoke(
         self, location: pegboard.Location
     ) -> None:
         """Cancelling ainvoke cancels the tool and runs its cleanup; no outcome is settled."""

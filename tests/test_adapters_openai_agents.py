@@ -33,7 +33,7 @@ def _outputs(model: ScriptedModel, step: int) -> dict[str, Any]:
     }
 
 
-async def test_law_call_identity_reaches_outcomes_through_an_agents_sdk_run(
+async def test_law_durable_identity_through_an_agents_sdk_run(
     location: pegboard.Location,
 ) -> None:
     """Two parallel function calls: each outcome carries its call ID and item ID."""
@@ -55,9 +55,10 @@ async def test_law_call_identity_reaches_outcomes_through_an_agents_sdk_run(
     result = await Runner.run(agent, "go")
 
     assert "done" == result.final_output
-    assert {("call_a", "fc_a"), ("call_b", "fc_b")} == {
+    # One outcome per call, each with the call's ID and its item's ID.
+    assert [("call_a", "fc_a"), ("call_b", "fc_b")] == sorted(
         (o.call.call_id, o.call.message_id) for o in outcomes if o.call
-    }
+    )
     assert {("s-1", "helper")} == {(c.session_id, c.agent) for c in board.contexts}
     assert {"call_a": "met a", "call_b": "met b"} == _outputs(model, 1)
 
@@ -163,7 +164,7 @@ async def test_non_object_output_schemas_are_wrapped(location: pegboard.Location
     assert ["result"] == tool.output_json_schema["required"]
 
 
-async def test_law_cancellation_propagates_through_an_agents_sdk_run(
+async def test_cancellation_propagates_through_an_agents_sdk_run(
     location: pegboard.Location,
 ) -> None:
     """Cancelling the run cancels the tool and runs its cleanup; no outcome is settled."""
