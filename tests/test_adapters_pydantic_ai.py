@@ -133,6 +133,7 @@ async def test_invalid_input_is_a_retry_with_pegboards_message(location: pegboar
     [tool] = [t for t in script.seen[0].function_tools if t.name == "meet"]
     [definition] = [d for d in location.prepare().definitions if d.name == "meet"]
     assert pegboard.thaw(definition.input_schema) == tool.parameters_json_schema
+    assert tool.return_schema is None  # the tool declares no output
 
 
 async def test_a_tool_failure_reaches_the_model_with_its_partial_output(
@@ -227,3 +228,23 @@ async def test_test_model_calls_every_tool(location: pegboard.Location) -> None:
     assert ["echo"] == [outcome.name for outcome in outcomes]
     assert isinstance(outcomes[0], pegboard.Completed)
     assert "echo" in result.output
+
+
+async def test_output_schemas_are_sent_as_return_schemas(location: pegboard.Location) -> None:
+    count = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    async def counted(input: Any, context: pegboard.ToolContext) -> pegboard.ToolResponse:
+        return pegboard.ToolResponse(output={"n": 1})
+
+    location.tools.register(
+        {"count": pegboard.tool(description="Count.", execute=counted, output=count)}
+    )
+    """The tool's output schema is its return schema, sent when the host asks pydantic-ai to."""
+    script = Script()
+    toolset = Toolset(location).include_return_schemas()
+    await Agent(FunctionModel(script), toolsets=[toolset]).run("go")
+    [tool] = script.seen[0].function_tools
+    # FunctionModel has no native return schemas: pydantic-ai puts it in the description.
+    assert tool.description is not None
+    assert tool.description.startswith("Count.")
+    assert '"type": "integer"' in tool.description

@@ -154,7 +154,11 @@ class _Step(AbstractToolset[Any]):
                     name=definition.name,
                     description=definition.description,
                     parameters_json_schema=pegboard.thaw(definition.input_schema),
-                    metadata={"output_schema": pegboard.thaw(definition.output_schema)},
+                    return_schema=(
+                        None
+                        if definition.output_schema is None
+                        else pegboard.thaw(definition.output_schema)
+                    ),
                 ),
                 max_retries=self.toolset.max_retries,
                 args_validator=_ANY_OBJECT,
