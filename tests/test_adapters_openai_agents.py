@@ -178,3 +178,12 @@ async def test_cancellation_propagates_through_an_agents_sdk_run(
     assert scope.cancelled_caught
     assert board.cleaned_up.is_set()
     assert [] == outcomes
+
+
+async def test_the_builtin_tools_are_all_sent_strict(
+    host: pegboard.Host, workspace: Any, storage_dir: Any
+) -> None:
+    async with host.location(workspace, plugins=["builtin"], storage=storage_dir) as location:
+        tools = function_tools(location)
+    assert {"bash", "edit", "glob", "grep", "read", "write"} <= {tool.name for tool in tools}
+    assert [] == [tool.name for tool in tools if not tool.strict_json_schema]
