@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import attrs
 import pytest
 from adapter_tools import PNG, Board
-from agents import Agent, Runner
+from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 import pegboard
@@ -22,6 +23,14 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def no_tracing() -> Iterator[None]:
+    """Offline: the SDK exports no traces."""
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
 
 
 def _outputs(model: ScriptedModel, step: int) -> dict[str, Any]:
