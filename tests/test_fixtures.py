@@ -123,9 +123,11 @@ def test_the_fixtures_load_by_entry_point_in_any_project(pytester: pytest.Pytest
     pytester.runpytest(*QUIET).assert_outcomes(passed=1)
 
 
-def test_no_fixture_is_autouse(pytester: pytest.Pytester) -> None:
+def test_no_fixture_is_autouse(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading the plugin adds fixtures, never side effects."""
+    # Only pegboard's plugin: other installed plugins (syrupy, pytest-asyncio …) have their own.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(
         "def test_nothing(request):\n    assert request.fixturenames == ['request']\n"
     )
-    pytester.runpytest(*QUIET).assert_outcomes(passed=1)
+    pytester.runpytest(*QUIET, "-p", "pegboard.testing.fixtures").assert_outcomes(passed=1)

@@ -1,0 +1,156 @@
+"""The OpenAI Agents SDK: a Location's tools as ``FunctionTool``s, strict where the schema allows.
+
+Imports the SDK when imported (``pip install 'pegboard[openai-agents]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+import pegboard
+from pegboard.providers import CompatibilityError, openai_responses
+
+from ._answer import OutcomeHook, data_url, items, media, text_of, text_only
+
+try:
+    from agents import FunctionTool, ToolOutputFileContent, ToolOutputImage, ToolOutputText
+    from agents.tool_context import ToolContext
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "pegboard.adapters.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'pegboard[openai-agents]'"
+    ) from error
+
+__all__ = ("function_tools",)
+
+_log = logging.getLogger("pegboard")
+_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+Output = ToolOutputText | ToolOutputImage | ToolOutputFileContent
+
+
+def function_tools(
+    location: pegboard.Location,
+    *,
+    strict: bool = True,
+    session_id: str = "openai-agents",
+    on_outcome: OutcomeHook | None = None,
+) -> list[FunctionTool]:
+    """One ``FunctionTool`` per tool of ``location``, for an Agents SDK ``Agent(tools=...)``.
+
+    The tools share one pegboard request, prepared now: call this again (and build the
+    agent again) to follow registration changes. With ``strict=True`` each input schema
+    is converted to OpenAI's strict profile by `pegboard.providers.openai_responses`,
+    and a tool whose schema cannot be converted is sent as it is, not strict; the model's
+    strict arguments go through ``strict_input`` before the pipeline checks them.
+    An output schema that is not an object is wrapped as ``{"result": ...}``, as the SDK
+    takes object output schemas only.
+
+    Every call settles into its outcome; a failure reaches the model as
+    ``Error: <message>`` with any partial output. A tool that raises does not abort the
+    run: the exception is logged on the ``pegboard`` logger and the model is told the
+    call failed. Cancellation propagates. The call's identity is ``session_id``, the
+    agent's name, the function call item's ID and its call ID.
+    """
+    request = location.prepare()
+    return [
+        _function_tool(request, definition, strict, session_id, on_outcome)
+        for definition in request.definitions
+    ]
+
+
+class _Definitions:
+    """A request as the provider renderers read it, holding one definition."""
+
+    def __init__(self, definition: pegboard.ToolDefinition) -> None:
+        self.definitions = (definition,)
+
+
+def _strict(definition: pegboard.ToolDefinition) -> dict[str, Any] | None:
+    """The definition's input schema in OpenAI's strict profile, or ``None`` if it has none."""
+    # The renderers take a request; one holding this definition alone lets each tool be
+    # converted on its own, so one unconvertible tool leaves the others strict.
+    one = cast("pegboard.Request", _Definitions(definition))
+    try:
+        [rendered] = openai_responses.tools(one, strict=True)
+    except CompatibilityError as error:
+        _log.info("tool %r is sent without strict mode: %s", definition.name, error)
+        return None
+    return cast("dict[str, Any]", rendered["parameters"])
+
+
+def _output_schema(definition: pegboard.ToolDefinition) -> dict[str, Any] | None:
+    if definition.output_schema is None:
+        return None
+    schema = pegboard.thaw(definition.output_schema)
+    if schema.get("type") != "object":
+        schema = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    wrapped = pegboard.ToolDefinition(definition.name, definition.description, schema, None)
+    # The SDK wants a strict object schema; one that cannot be made strict is left out.
+    return _strict(wrapped)
+
+
+def _function_tool(
+    request: pegboard.Request,
+    definition: pegboard.ToolDefinition,
+    strict: bool,
+    session_id: str,
+    on_outcome: OutcomeHook | None,
+) -> FunctionTool:
+    name = definition.name
+    parameters = _strict(definition) if strict else None
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> str | list[Output]:
+        raw = arguments
+        if parameters is not None:
+            raw = cast("str", openai_responses.strict_input(request, name, arguments))
+        item = context.tool_call
+        agent = context.agent.name if context.agent is not None else "agent"
+        call = pegboard.ToolCall(
+            name,
+            raw,
+            pegboard.ToolContext(
+                session_id=session_id,
+                agent=agent,
+                message_id=(item.id if item is not None and item.id else context.tool_call_id),
+                call_id=context.tool_call_id,
+            ),
+        )
+        try:
+            outcome = await request.execute(call)
+        except Exception as defect:  # noqa: BLE001 - the SDK would abort the whole run
+            _log.exception("tool %r raised; the model is told the call failed", name)
+            return f"Error: the tool failed unexpectedly ({defect!r}); it has no result"
+        if on_outcome is not None:
+            on_outcome(outcome)
+        return _output(outcome)
+
+    return FunctionTool(
+        name=name,
+        description=definition.description,
+        params_json_schema=pegboard.thaw(definition.input_schema)
+        if parameters is None
+        else parameters,
+        on_invoke_tool=invoke,
+        strict_json_schema=parameters is not None,
+        output_json_schema=_output_schema(definition),
+    )
+
+
+def _output(outcome: pegboard.Outcome) -> str | list[Output]:
+    said = items(outcome)
+    if not any(media(item) is not None for item in said):
+        return text_only(outcome)
+    parts: list[Output] = []
+    for item in said:
+        text = text_of(item)
+        found = media(item)
+        if text is not None or found is None:
+            parts.append(ToolOutputText(text=text or ""))
+        elif found[0] in _IMAGES:
+            parts.append(ToolOutputImage(image_url=data_url(*found), detail="auto"))
+        elif found[0] == "application/pdf":
+            parts.append(ToolOutputFileContent(file_data=data_url(*found), filename="file.pdf"))
+        else:
+            parts.append(ToolOutputText(text=f"[{found[0]} content of {len(found[1])} bytes]"))
+    return parts
