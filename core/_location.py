@@ -179,7 +179,7 @@ class Location:
                 f"code_mode takes True or a pegboard.codemode.CodeModeLimits, got {code_mode!r}"
             )
         program = codemode.execute_tool(request, limits)
-        outer = Snapshot({"execute": program}, {}, (), {})
+        outer = Snapshot.of_tools({"execute": program})
         return Request(outer, self._pipeline, final_step=final_step)
 
     def watch(self) -> ToolChanges:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -19,25 +20,23 @@ _ABSENT: Any = object()
 
 
 class _Layered(Mapping[str, Tool]):
-    """A read-only mapping: a shared base dict under a small overlay of changed names.
+    """A read-only mapping: a full base dict under a few smaller layers of changed names.
 
-    ``None`` in the overlay means the name is gone.
+    A later layer takes precedence; ``None`` in a layer means the name is gone.
     """
 
-    __slots__ = ("_base", "_overlay", "_size")
+    __slots__ = ("_layers", "_size")
 
-    def __init__(self, base: dict[str, Tool], overlay: dict[str, Tool | None]) -> None:
-        self._base = base
-        self._overlay = overlay
-        self._size = len(base) + sum(
-            (tool is not None) - (name in base) for name, tool in overlay.items()
-        )
+    def __init__(self, layers: tuple[dict[str, Tool | None], ...], size: int) -> None:
+        self._layers = layers
+        self._size = size
 
     def get(self, name: str, default: Any = None) -> Any:
-        tool = self._overlay.get(name, _ABSENT)
-        if tool is _ABSENT:
-            return self._base.get(name, default)
-        return default if tool is None else tool
+        for layer in reversed(self._layers):
+            tool = layer.get(name, _ABSENT)
+            if tool is not _ABSENT:
+                return default if tool is None else tool
+        return default
 
     def __getitem__(self, name: str) -> Tool:
         tool = self.get(name)
@@ -49,9 +48,13 @@ class _Layered(Mapping[str, Tool]):
         return self.get(name) is not None  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[str]:
-        overlay = self._overlay
-        yield from (name for name in self._base if name not in overlay)
-        yield from (name for name, tool in overlay.items() if tool is not None)
+        seen: set[str] = set()
+        for layer in reversed(self._layers):
+            for name, tool in layer.items():
+                if name not in seen:
+                    seen.add(name)
+                    if tool is not None:
+                        yield name
 
     def __len__(self) -> int:
         return self._size
@@ -61,33 +64,43 @@ class Snapshot:
     """The effective tool of every name at one moment, and its definitions.
 
     Immutable, so every request prepared while the boards stay unchanged shares
-    it. A snapshot taken after a few changes shares its predecessor's base and
-    recomputes only the names the boards' logs say changed; the definitions
-    are built when first read, reusing those of unchanged names.
+    it. A snapshot taken after a few changes shares its predecessor's layers
+    and adds one holding only the names the boards' logs say changed; the
+    definitions are built when first read, reusing those of unchanged names.
     """
 
-    __slots__ = ("_base", "_defined", "_definitions", "_marks", "_overlay", "tools")
+    __slots__ = ("_basis", "_defined", "_definitions", "_layers", "_marks", "tools")
 
     def __init__(
         self,
-        base: dict[str, Tool],
-        overlay: dict[str, Tool | None],
-        marks: tuple[int, ...],
-        defined: dict[str, tuple[Tool, ToolDefinition]],
+        layers: tuple[dict[str, Tool | None], ...],
+        size: int,
+        marks: tuple[int, ...] = (),
+        defined: dict[str, tuple[Tool, ToolDefinition]] | None = None,
     ) -> None:
-        self._base = base
-        self._overlay = overlay
+        self._layers = layers
         self._marks = marks
         #: Definitions built so far, by name, shared along a Location's snapshots.
-        self._defined = defined
+        self._defined = {} if defined is None else defined
         self._definitions: tuple[ToolDefinition, ...] | None = None
-        self.tools: Mapping[str, Tool] = _Layered(base, overlay) if overlay else base
+        #: The sorted definitions of an earlier snapshot of the same boards,
+        #: and the names changed since: ours are those, patched.
+        self._basis: tuple[tuple[ToolDefinition, ...], set[str]] | None = None
+        only = layers[0] if len(layers) == 1 else None
+        self.tools: Mapping[str, Tool] = (
+            only if only is not None else _Layered(layers, size)  # type: ignore[assignment]
+        )
+
+    @classmethod
+    def of_tools(cls, tools: dict[str, Tool]) -> Snapshot:
+        """A snapshot of exactly ``tools``, following no board."""
+        return cls((dict(tools),), len(tools))
 
     @classmethod
     def of(cls, boards: Iterable[Board], previous: Snapshot | None = None) -> Snapshot:
         """Merge ``boards``; a later board's winners take precedence."""
         boards = tuple(boards)
-        if previous is not None and len(previous._marks) == len(boards):
+        if previous is not None and previous._marks and len(previous._marks) == len(boards):
             changed: set[str] = set()
             marks = []
             for board, mark in zip(boards, previous._marks, strict=True):
@@ -97,48 +110,104 @@ class Snapshot:
                 changed.update(names)
                 marks.append(end)
             else:
-                overlay = dict(previous._overlay)
-                for name in changed:
-                    overlay[name] = _effective(boards, name)
-                base = previous._base
-                # Folding the overlay in costs the whole base: done once it has
-                # grown by a fraction of it, so each change costs O(1) amortized.
-                if len(overlay) <= len(base) // 8 + 64:
-                    return cls(base, overlay, tuple(marks), previous._defined)
+                return previous._changed(boards, changed, tuple(marks))
         # Positions first: a change landing while the winners are read shows up next time.
         marks = [board.changes(0)[0] for board in boards]
-        merged: dict[str, Tool] = {}
+        merged: dict[str, Tool | None] = {}
         for board in boards:
             merged.update(board.winners())
-        defined = {} if previous is None else previous._defined
-        for name in [name for name in defined if name not in merged]:
-            del defined[name]
-        return cls(merged, {}, tuple(marks), defined)
+        defined = None if previous is None else _prune(previous._defined, merged)
+        return cls((merged,), len(merged), tuple(marks), defined)
+
+    def _changed(
+        self, boards: tuple[Board, ...], changed: set[str], marks: tuple[int, ...]
+    ) -> Snapshot:
+        """This snapshot with the effective tools of ``changed`` read again from ``boards``."""
+        tools = self.tools
+        size = len(tools)
+        layer: dict[str, Tool | None] = {}
+        for name in changed:
+            tool = _effective(boards, name)
+            size += (tool is not None) - (name in tools)
+            layer[name] = tool
+        layers = self._layers
+        defined = self._defined
+        # A layer at least half the size of the one below is merged into it, as
+        # in a binary counter: each name is copied O(log n) times in all, so a
+        # change costs O(log n) amortized and a lookup reads O(log n) layers.
+        while len(layers) > 1 and 2 * len(layer) >= len(layers[-1]):
+            below = dict(layers[-1])
+            below.update(layer)
+            layer = below
+            layers = layers[:-1]
+        if 2 * len(layer) >= len(layers[0]):
+            base = dict(layers[0])
+            base.update(layer)
+            base = {name: tool for name, tool in base.items() if tool is not None}
+            snapshot = Snapshot((base,), size, marks, _prune(defined, base))
+        else:
+            snapshot = Snapshot((*layers, layer), size, marks, defined)
+        if self._definitions is not None:
+            snapshot._basis = (self._definitions, changed)
+        elif self._basis is not None and len(self._basis[1]) + len(changed) <= size // 4 + 64:
+            definitions, before = self._basis
+            snapshot._basis = (definitions, before | changed)
+        return snapshot
 
     @property
     def definitions(self) -> tuple[ToolDefinition, ...]:
         """The definitions of every name, sorted by name."""
         if self._definitions is None:
-            tools = self.tools
-            defined = self._defined
-            definitions = []
-            for name in sorted(tools):
-                tool = tools[name]
-                known = defined.get(name)
-                if known is None or known[0] is not tool:
-                    output = None if tool.output is None else tool.output.json_schema
-                    definition = ToolDefinition(
-                        name,
-                        tool.description,
-                        tool.input.json_schema,
-                        output,
-                        title=tool.title,
-                        annotations=tool.annotations,
-                    )
-                    known = defined[name] = (tool, definition)
-                definitions.append(known[1])
-            self._definitions = tuple(definitions)
-        return self._definitions
+            if self._basis is None:
+                self._definitions = tuple(self._define(name) for name in sorted(self.tools))
+            else:
+                self._patch(*self._basis)
+                self._basis = None
+        return self._definitions  # type: ignore[return-value]
+
+    def _patch(self, definitions: tuple[ToolDefinition, ...], changed: set[str]) -> None:
+        """Copy an earlier snapshot's sorted definitions, redoing only ``changed`` names."""
+        tools = self.tools
+        patched: list[ToolDefinition] = []
+        start = 0
+        for name in sorted(changed):
+            index = bisect.bisect_left(definitions, name, start, key=_name)
+            patched += definitions[start:index]
+            found = index < len(definitions) and definitions[index].name == name
+            start = index + 1 if found else index
+            if name in tools:
+                patched.append(self._define(name))
+        patched += definitions[start:]
+        self._definitions = tuple(patched)
+
+    def _define(self, name: str) -> ToolDefinition:
+        tool = self.tools[name]
+        known = self._defined.get(name)
+        if known is None or known[0] is not tool:
+            output = None if tool.output is None else tool.output.json_schema
+            definition = ToolDefinition(
+                name,
+                tool.description,
+                tool.input.json_schema,
+                output,
+                title=tool.title,
+                annotations=tool.annotations,
+            )
+            known = self._defined[name] = (tool, definition)
+        return known[1]
+
+
+def _name(definition: ToolDefinition) -> str:
+    return definition.name
+
+
+def _prune(
+    defined: dict[str, tuple[Tool, ToolDefinition]], tools: Mapping[str, Tool | None]
+) -> dict[str, tuple[Tool, ToolDefinition]]:
+    """Forget the definitions of names that are gone (kept: the dict older snapshots share)."""
+    for name in [name for name in defined if name not in tools]:
+        del defined[name]
+    return defined
 
 
 def _effective(boards: tuple[Board, ...], name: str) -> Tool | None:

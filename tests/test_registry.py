@@ -497,3 +497,44 @@ def test_closing_many_registrations_of_one_name_keeps_the_latest_active_winner(
         assert expected == board.winners()
     assert {} == board._stacks
     assert {} == board._buried
+
+
+# Snapshots after changes share their predecessor's layers and patch its definitions
+
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["register", "register", "close", "prepare", "read"]),
+        st.lists(st.integers(0, 150), min_size=1, max_size=40, unique=True),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=STEPS)
+def test_law_captured_execution_snapshots_after_changes_match_a_fresh_one(
+    steps: list[tuple[str, list[int]]],
+) -> None:
+    """However changes, prepares and definition reads interleave, each request holds the
+    tools and definitions a snapshot built from nothing would hold."""
+    from pegboard._request import Snapshot
+
+    board, scope = Board(), Scope("test")
+    tools = pegboard.Tools(board, scope)
+    made = {index: labelled(f"tool {index}") for index in range(151)}
+    open_: list[pegboard.Registration] = []
+    previous: Snapshot | None = None
+    for action, indices in steps:
+        if action == "register":
+            open_.append(tools.register({f"t{index:03d}": made[index] for index in indices}))
+        elif action == "close" and open_:
+            open_.pop(indices[0] % len(open_)).close()
+        previous = Snapshot.of([board], previous)
+        if action == "read":
+            previous.definitions  # noqa: B018 - reading builds (and caches) the definitions
+    final = Snapshot.of([board], previous)
+    fresh = Snapshot.of([board])
+    assert dict(fresh.tools) == dict(final.tools) == board.winners()
+    assert len(fresh.tools) == len(final.tools)
+    assert fresh.definitions == final.definitions
+    assert [definition.name for definition in final.definitions] == sorted(board.winners())
