@@ -112,7 +112,69 @@ async def test_mounted_servers_keep_titles_annotations_and_error_media(
         broken = await request.execute(pegboard.ToolCall("rich_broken", {}, context()))
     assert isinstance(broken, pegboard.Failed)
     assert "it broke" == broken.error.message
-    assert (pegboard.Image(b"\x89PNG fake", "image/png"),) == broken.partial
+    assert (
+        pegboard.Image(b"\x89PNG fake", "image/png"),
+        pegboard.Audio(b"RIFF fake", "audio/wav", annotations=FOR_USER),
+        pegboard.EmbeddedResource(uri="file:///log.txt", text="trace", annotations=FOR_BOTH),
+    ) == broken.partial
+
+
+FOR_USER = pegboard.ContentAnnotations(audience=["user"], priority=0.25)
+FOR_BOTH = pegboard.ContentAnnotations(
+    audience=("user", "assistant"), priority=1, last_modified="2026-01-02T03:04:05Z"
+)
+
+
+async def test_content_annotations_survive_a_mount_and_a_serve(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """Each block's audience, priority and lastModified reach pegboard content, and
+    a client of the mounting Location sees them as the mounted server sent them, in
+    a result and in an error result's media.
+    """
+    servers = {"rich": {"command": [sys.executable, RICH]}}
+    async with mounted(host, workspace, servers) as location:
+        outcome = await location.prepare().execute(
+            pegboard.ToolCall("rich_annotated", {}, context())
+        )
+        async with Client(pegboard.mcp.build_server(location)) as mcp:
+            result = await mcp.call_tool("rich_annotated", {})
+            failure = await mcp.call_tool("rich_broken", {})
+    assert isinstance(outcome, pegboard.Completed)
+    assert [FOR_USER, FOR_BOTH, FOR_USER, FOR_BOTH, None] == [
+        item.annotations for item in outcome.content
+    ]
+    user = types.Annotations(audience=["user"], priority=0.25)
+    both = types.Annotations(
+        audience=["user", "assistant"], priority=1.0, last_modified="2026-01-02T03:04:05Z"
+    )
+    assert [user, both, user, both, None] == [block.annotations for block in result.content]
+    assert ["text", "image", "audio", "resource"] == [block.type for block in failure.content]
+    assert [None, None, user, both] == [block.annotations for block in failure.content]
+    assert failure.is_error
+
+
+def test_content_annotations_are_checked_and_stored() -> None:
+    """Annotations are validated like MCP's, and a stored outcome keeps them."""
+    with pytest.raises(ValueError, match="priority is a number from 0 to 1"):
+        pegboard.ContentAnnotations(priority=1.5)
+    with pytest.raises(ValueError, match="audience is a sequence"):
+        pegboard.ContentAnnotations(audience="user")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="audience is a sequence"):
+        pegboard.ContentAnnotations(audience=["model"])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        pegboard.Text("x", annotations={"priority": 1})  # type: ignore[arg-type]
+    outcome = pegboard.Completed(
+        None,
+        (
+            pegboard.Text("for you", annotations=FOR_USER),
+            pegboard.Image(b"png", "image/png", annotations=FOR_BOTH),
+            pegboard.Text("plain"),
+        ),
+    )
+    stored = pegboard.dump_outcome(outcome)
+    assert "annotations" not in stored["content"][2]
+    assert outcome == pegboard.load_outcome(stored)
 
 
 def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[str]]:
@@ -258,3 +320,25 @@ async def test_a_remote_mount_authenticates_from_the_environment_and_reports_401
         definition.annotations,
     )
     assert "names ${NOT_SET_ANYWHERE}, which is not set" in problem.message
+
+
+async def test_bounding_keeps_the_annotations_of_what_it_keeps(tmp_path: Path) -> None:
+    """Oversized content: media keep their annotations, and the link that replaces
+    an embedded resource keeps the resource's (the preview text is new: it has none).
+    """
+    from pegboard._bounding import bound_content
+
+    storage = pegboard.ManagedStorage(tmp_path / "managed")
+    limits = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
+    big = "\n".join(f"line {number}" for number in range(100))
+    bounded = await bound_content(
+        (
+            pegboard.Image(b"png", "image/png", annotations=FOR_USER),
+            pegboard.EmbeddedResource(uri="file:///log.txt", text=big, annotations=FOR_BOTH),
+        ),
+        limits,
+        storage,
+    )
+    picture, _preview, link = bounded.content
+    assert (FOR_USER, FOR_BOTH) == (picture.annotations, link.annotations)
+    assert isinstance(link, pegboard.ResourceLink)
