@@ -309,11 +309,18 @@ async def test_a_remote_mount_authenticates_from_the_environment_and_reports_401
         good = {"url": url, "headers": {"Authorization": "Bearer ${FAR_TOKEN}"}}
         async with mounted(host, mounting_root, {"far": good}) as mounting:
             [definition] = mounting.prepare().definitions
+        monkeypatch.setenv("OLD_TOKEN", "expired")
+        stale = {"url": url, "headers": {"Authorization": "Bearer ${OLD_TOKEN}"}}
+        async with mounted(host, mounting_root, {"far": stale}) as rejected:
+            [wrong] = rejected.plugin_errors
         unset = {"url": url, "headers": {"Authorization": "Bearer ${NOT_SET_ANYWHERE}"}}
         async with mounted(host, mounting_root, {"far": unset}) as missing:
             [problem] = missing.plugin_errors
         tasks.cancel_scope.cancel()
-    assert "it answered 401 Unauthorized" in errors[0]
+    assert "it answered 401 Unauthorized: give the credentials it expects" in errors[0]
+    assert (
+        "it answered 401 Unauthorized: it refused the credentials in [mcp.servers.far] headers"
+    ) in wrong.message
     assert ("far_look", "Look around", HINTS) == (
         definition.name,
         definition.title,
@@ -342,3 +349,134 @@ async def test_bounding_keeps_the_annotations_of_what_it_keeps(tmp_path: Path) -
     picture, _preview, link = bounded.content
     assert (FOR_USER, FOR_BOTH) == (picture.annotations, link.annotations)
     assert isinstance(link, pegboard.ResourceLink)
+
+
+ISSUED = "issued-token"
+
+
+class Issued:
+    """The resource server's token verifier: only the token the issuer handed out."""
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        if token != ISSUED:
+            return None
+        return AccessToken(token=token, client_id="pegboard", scopes=["tools"])
+
+
+def authorization_server(issuer: str, granted: list[str]) -> Any:
+    """A minimal OAuth authorization server: metadata, and client credentials for a token."""
+    import base64
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def metadata(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "issuer": issuer,
+                "authorization_endpoint": f"{issuer}/authorize",
+                "token_endpoint": f"{issuer}/token",
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            }
+        )
+
+    async def token(request: Request) -> JSONResponse:
+        form = await request.form()
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        client = base64.b64decode(credentials).decode() if scheme == "Basic" else ""
+        if form.get("grant_type") != "client_credentials" or client != "pegboard:sh-secret":
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        granted.append(str(form.get("scope")))
+        return JSONResponse({"access_token": ISSUED, "token_type": "Bearer", "expires_in": 3600})
+
+    return Starlette(
+        routes=[
+            Route("/.well-known/oauth-authorization-server", metadata),
+            Route("/token", token, methods=["POST"]),
+        ]
+    )
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+async def test_a_remote_mount_takes_an_oauth_token_with_client_credentials(
+    host: pegboard.Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """oauth = {client_id, client_secret, issuer} mounts a server that is an OAuth
+    resource server (pegboard.mcp.serve with auth= and token_verifier=): the SDK's
+    client finds the issuer, takes a token and calls; a wrong secret is reported.
+    """
+    from mcp.server.auth.settings import AuthSettings
+
+    from pegboard.mcp._serve import _serve_http
+
+    served_root, mounting_root = tmp_path / "served", tmp_path / "mounting"
+    served_root.mkdir()
+    mounting_root.mkdir()
+
+    async def look(input: object, context: pegboard.ToolContext) -> str:
+        return "a room"
+
+    served = pegboard.Host()
+    served.tools.register({"look": pegboard.tool(description="Look.", execute=look)})
+    port, issuer_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{issuer_port}"
+    url = f"http://127.0.0.1:{port}/mcp"
+    granted: list[str] = []
+    auth = AuthSettings(
+        issuer_url=issuer,
+        resource_server_url=url,
+        required_scopes=["tools"],
+        validate_token_resource=False,
+    )
+    monkeypatch.setenv("FAR_SECRET", "sh-secret")
+    oauth = {"client_id": "pegboard", "client_secret": "${FAR_SECRET}", "issuer": issuer}
+    async with (
+        served.location(served_root, plugins=[]) as location,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(
+            _serve_http, authorization_server(issuer, granted), "127.0.0.1", issuer_port
+        )
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(
+                location, transport="http", port=port, auth=auth, token_verifier=Issued()
+            )
+        )
+        with anyio.fail_after(20):
+            while True:  # until both listen
+                async with mounted(
+                    host, mounting_root, {"far": {"url": url, "oauth": oauth}}
+                ) as mounting:
+                    errors = [problem.message for problem in mounting.plugin_errors]
+                    if not errors:
+                        outcome = await mounting.prepare().execute(
+                            pegboard.ToolCall("far_look", {}, context())
+                        )
+                        break
+                await anyio.sleep(0.1)
+        import httpx2
+
+        accept = {"Accept": "application/json, text/event-stream"}
+        bearer = {**accept, "Authorization": f"Bearer {ISSUED}"}
+        async with httpx2.AsyncClient() as http:
+            anonymous = await http.post(url, headers=accept, json={})
+            rebinding = await http.post(url, headers={**bearer, "Host": "evil.example"}, json={})
+        wrong = {**oauth, "client_secret": "guess"}
+        async with mounted(host, mounting_root, {"far": {"url": url, "oauth": wrong}}) as refused:
+            [problem] = refused.plugin_errors
+        tasks.cancel_scope.cancel()
+    assert isinstance(outcome, pegboard.Completed)
+    assert (pegboard.Text("a room"),) == outcome.content
+    assert ["tools"] == granted
+    assert 401 == anonymous.status_code
+    assert "resource_metadata=" in anonymous.headers["www-authenticate"]
+    assert 421 == rebinding.status_code  # Host and Origin are checked under OAuth too
+    assert (
+        "server 'far' is not mounted: OAuth failed with the client credentials in "
+        f"[mcp.servers.far] oauth (issuer {issuer}): Token exchange failed (401)"
+    ) in problem.message
