@@ -158,6 +158,31 @@ async def test_host_and_origin_are_checked_on_any_address(
 
 
 @pytest.mark.parametrize(
+    ("host", "hosts"),
+    [
+        ("192.0.2.7", ["192.0.2.7:*"]),
+        ("fd00::7", ["[fd00::7]:*"]),
+        ("pegboard.lan", ["pegboard.lan:*"]),
+        ("127.0.0.2", ["127.0.0.2:*", "127.0.0.1:*", "localhost:*", "[::1]:*"]),
+    ],
+)
+async def test_a_non_loopback_address_accepts_only_its_own_name(
+    host: str, hosts: list[str]
+) -> None:
+    """Validation stays on for any address, and only a loopback one also answers to
+    localhost: a LAN server is reachable under the name it was bound to alone.
+    """
+    from pegboard.mcp._http import transport_security
+
+    settings = transport_security(host)
+    assert settings.enable_dns_rebinding_protection
+    assert hosts == settings.allowed_hosts
+    assert [f"{scheme}://{name[:-2]}:*" for name in hosts for scheme in ("http", "https")] == (
+        settings.allowed_origins
+    )
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         ({}, "needs one way to authenticate clients"),
