@@ -203,9 +203,12 @@ def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[
     return mount, registered, reports
 
 
-async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver() -> None:
+async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A confirmation is the host's permission service's to answer (action
-    mcp.<server>.elicit); a form or a URL is declined, never answered blindly.
+    mcp.<server>.elicit); a form or a URL is declined, never answered blindly; a host
+    with no approver declines, and the log says why.
     """
     asked: list[pegboard.PermissionRequest] = []
 
@@ -235,6 +238,13 @@ async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver() ->
         pegboard.Permissions([{"action": "mcp.far.elicit", "resource": "*", "effect": "deny"}])
     )
     assert "decline" == (await denied._elicit(None, confirm)).action
+    unattended, _, _ = bare_mount(pegboard.Permissions())  # a host without an approver
+    with caplog.at_level("WARNING", logger="pegboard"):
+        assert "decline" == (await unattended._elicit(None, confirm)).action
+    assert (
+        "server 'far' asked 'Proceed?'; declined: mcp.far.elicit on Proceed? needs approval "
+        "and this host has no approver"
+    ) == caplog.records[-1].getMessage()
 
 
 async def test_tools_that_require_tasks_are_left_out_with_a_reason() -> None:

@@ -207,7 +207,9 @@ class Mount:
                     metadata={"server": self.name, "message": message},
                 )
             )
-        except (pegboard.ToolFailure, pegboard.PermissionRejected):
+        except (pegboard.ToolFailure, pegboard.PermissionRejected) as refusal:
+            # The server hears only "decline": the reason is for the host's operator.
+            logger.warning("server %r asked %r; declined: %s", self.name, message, refusal)
             return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept", content={})
 
