@@ -365,12 +365,16 @@ ISSUED = "issued-token"
 
 
 class Issued:
-    """The resource server's token verifier: only the token the issuer handed out."""
+    """The resource server's token verifier: only the token the issuer handed out,
+    until it is revoked.
+    """
+
+    revoked = False
 
     async def verify_token(self, token: str) -> Any:
         from mcp.server.auth.provider import AccessToken
 
-        if token != ISSUED:
+        if token != ISSUED or self.revoked:
             return None
         return AccessToken(token=token, client_id="pegboard", scopes=["tools"])
 
@@ -490,3 +494,57 @@ async def test_a_remote_mount_takes_an_oauth_token_with_client_credentials(
         "server 'far' is not mounted: OAuth failed with the client credentials in "
         f"[mcp.servers.far] oauth (issuer {issuer}): Token exchange failed (401)"
     ) in problem.message
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+async def test_a_call_the_server_refuses_with_401_says_so(
+    host: pegboard.Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token revoked after the mount: the call fails naming the 401 and the headers."""
+    from mcp.server.auth.settings import AuthSettings
+
+    served_root, mounting_root = tmp_path / "served", tmp_path / "mounting"
+    served_root.mkdir()
+    mounting_root.mkdir()
+
+    async def look(input: object, context: pegboard.ToolContext) -> str:
+        return "a room"
+
+    served = pegboard.Host()
+    served.tools.register({"look": pegboard.tool(description="Look.", execute=look)})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    auth = AuthSettings(
+        issuer_url="https://auth.example.com",
+        resource_server_url=url,
+        validate_token_resource=False,
+    )
+    verifier = Issued()
+    monkeypatch.setenv("FAR_TOKEN", ISSUED)
+    far = {"url": url, "headers": {"Authorization": "Bearer ${FAR_TOKEN}"}}
+    async with (
+        served.location(served_root, plugins=[]) as location,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(
+                location, transport="http", port=port, auth=auth, token_verifier=verifier
+            )
+        )
+        with anyio.fail_after(20):
+            while True:  # until uvicorn listens
+                async with mounted(host, mounting_root, {"far": far}) as mounting:
+                    if not mounting.plugin_errors:
+                        call = pegboard.ToolCall("far_look", {}, context())
+                        before = await mounting.prepare().execute(call)
+                        verifier.revoked = True
+                        after = await mounting.prepare().execute(call)
+                        break
+                await anyio.sleep(0.1)
+        tasks.cancel_scope.cancel()
+    assert isinstance(before, pegboard.Completed)
+    assert isinstance(after, pegboard.Failed)
+    assert (
+        "the MCP server 'far' refused the call to 'look': it answered 401 Unauthorized: it "
+        "refused the credentials in [mcp.servers.far] headers"
+    ) in after.error.message
