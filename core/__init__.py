@@ -11,7 +11,15 @@ if TYPE_CHECKING:
     from ._bounding import OutputLimits
     from ._codec import AttrsCodec, Codec, SchemaCodec
     from ._config import ConfigError, permission_rules
-    from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
+    from ._content import (
+        Audio,
+        ContentAnnotations,
+        ContentItem,
+        EmbeddedResource,
+        Image,
+        ResourceLink,
+        Text,
+    )
     from ._durable import dump_outcome, load_outcome
     from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
     from ._filesystem import Filesystem, OutsideLocationError
@@ -54,6 +62,7 @@ __all__ = (
     "CodecError",
     "Completed",
     "ConfigError",
+    "ContentAnnotations",
     "ContentItem",
     "EmbeddedResource",
     "ExecuteEvent",
@@ -120,6 +129,7 @@ _HOMES = {
     "CodecError": "._errors",
     "Completed": "._outcome",
     "ConfigError": "._config",
+    "ContentAnnotations": "._content",
     "ContentItem": "._content",
     "EmbeddedResource": "._content",
     "ExecuteEvent": "._pipeline",

@@ -171,7 +171,14 @@ async def bound_content(
             bounded.append(preview)
             preview = None
         if isinstance(item, EmbeddedResource) and carries:
-            bounded.append(ResourceLink(uri=item.uri, name=item.uri, mime_type=item.mime_type))
+            bounded.append(
+                ResourceLink(
+                    uri=item.uri,
+                    name=item.uri,
+                    mime_type=item.mime_type,
+                    annotations=item.annotations,
+                )
+            )
         elif isinstance(item, ResourceLink) and carries:
             bounded.append(attrs.evolve(item, description=None))
         elif type(item) is not Text:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 import attrs
 
 __all__ = (
     "Audio",
+    "ContentAnnotations",
     "ContentItem",
     "EmbeddedResource",
     "Image",
@@ -26,11 +27,53 @@ def _mime(kind: str) -> Callable[[object, attrs.Attribute[str], object], None]:
     return check
 
 
+def _audience(value: object) -> tuple[Literal["user", "assistant"], ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValueError(f"audience is a sequence of 'user' and 'assistant', got {value!r}")
+    roles = tuple(value)
+    if not all(role in ("user", "assistant") for role in roles):
+        raise ValueError(f"audience is a sequence of 'user' and 'assistant', got {value!r}")
+    return roles
+
+
+def _priority(_: object, attribute: attrs.Attribute[float | None], value: object) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
+    ):
+        raise ValueError(f"priority is a number from 0 to 1, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ContentAnnotations:
+    """Who a content item is for and how much it matters, as MCP's content ``annotations``.
+
+    ``audience`` is who should see it (``"user"``, ``"assistant"``), ``priority``
+    its importance from 0 (optional) to 1 (required), ``last_modified`` an ISO
+    8601 time. Hints for the runner and client: pegboard itself only carries them.
+    """
+
+    audience: tuple[Literal["user", "assistant"], ...] | None = attrs.field(
+        default=None, converter=_audience
+    )
+    priority: float | None = attrs.field(default=None, validator=_priority)
+    last_modified: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+
+
+_ANNOTATIONS = attrs.validators.optional(attrs.validators.instance_of(ContentAnnotations))
+
+
 @attrs.frozen
 class Text:
     """Text for the model. Only text is measured and bounded."""
 
     text: str = attrs.field(validator=attrs.validators.instance_of(str))
+    annotations: ContentAnnotations | None = attrs.field(
+        default=None, kw_only=True, validator=_ANNOTATIONS
+    )
 
 
 @attrs.frozen
@@ -39,6 +82,9 @@ class Image:
 
     data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes), repr=False)
     mime_type: str = attrs.field(validator=_mime("image"))
+    annotations: ContentAnnotations | None = attrs.field(
+        default=None, kw_only=True, validator=_ANNOTATIONS
+    )
 
 
 @attrs.frozen
@@ -47,6 +93,9 @@ class Audio:
 
     data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes), repr=False)
     mime_type: str = attrs.field(validator=_mime("audio"))
+    annotations: ContentAnnotations | None = attrs.field(
+        default=None, kw_only=True, validator=_ANNOTATIONS
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -62,6 +111,9 @@ class ResourceLink:
     description: str | None = None
     mime_type: str | None = None
     size: int | None = None
+    annotations: ContentAnnotations | None = attrs.field(
+        default=None, kw_only=True, validator=_ANNOTATIONS
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -77,6 +129,9 @@ class EmbeddedResource:
     text: str | None = None
     data: bytes | None = attrs.field(default=None, repr=False)
     mime_type: str | None = None
+    annotations: ContentAnnotations | None = attrs.field(
+        default=None, kw_only=True, validator=_ANNOTATIONS
+    )
 
     def __attrs_post_init__(self) -> None:
         if (self.text is None) == (self.data is None):

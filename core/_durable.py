@@ -8,10 +8,20 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, get_args
 
+import attrs
+
 if TYPE_CHECKING:
     import jsonschema
 
-from ._content import Audio, ContentItem, EmbeddedResource, Image, ResourceLink, Text
+from ._content import (
+    Audio,
+    ContentAnnotations,
+    ContentItem,
+    EmbeddedResource,
+    Image,
+    ResourceLink,
+    Text,
+)
 from ._json import find_problem, freeze, thaw
 from ._outcome import CallIdentity, Completed, ErrorKind, Failed, Outcome, ToolError
 
@@ -47,6 +57,16 @@ _ITEMS: Final[Mapping[str, Mapping[str, Any]]] = {
         "mime_type": _OPTIONAL_STRING,
     },
 }
+# Stored only when an item has them, so outcomes without them read as before.
+_ANNOTATIONS = {
+    "type": "object",
+    "properties": {
+        "audience": {"type": "array", "items": {"enum": ["user", "assistant"]}},
+        "priority": {"type": "number", "minimum": 0, "maximum": 1},
+        "last_modified": _STRING,
+    },
+    "additionalProperties": False,
+}
 _REQUIRED = {
     "text": ["text"],
     "image": ["data", "mime_type"],
@@ -64,7 +84,7 @@ _ITEM = {
         {
             "if": {"properties": {"type": {"const": kind}}},
             "then": {
-                "properties": {"type": True, **properties},
+                "properties": {"type": True, **properties, "annotations": _ANNOTATIONS},
                 "required": _REQUIRED[kind],
                 "additionalProperties": False,
             },
@@ -254,6 +274,17 @@ def _decode(where: str, text: str) -> bytes:
 
 
 def _dump_item(item: ContentItem) -> dict[str, Any]:
+    data = _dump_fields(item)
+    if item.annotations is not None:
+        data["annotations"] = {
+            key: list(value) if key == "audience" else value
+            for key, value in attrs.asdict(item.annotations).items()
+            if value is not None
+        }
+    return data
+
+
+def _dump_fields(item: ContentItem) -> dict[str, Any]:
     if isinstance(item, Text):
         return {"type": "text", "text": item.text}
     if isinstance(item, Image | Audio):
@@ -294,6 +325,14 @@ def _load_items(where: str, items: list[dict[str, Any]]) -> tuple[ContentItem, .
 
 
 def _load_item(path: str, item: dict[str, Any]) -> ContentItem:
+    loaded = _load_fields(path, item)
+    annotations = item.get("annotations")
+    if annotations is None:
+        return loaded
+    return attrs.evolve(loaded, annotations=ContentAnnotations(**annotations))
+
+
+def _load_fields(path: str, item: dict[str, Any]) -> ContentItem:
     kind = item["type"]
     if kind == "text":
         return Text(item["text"])

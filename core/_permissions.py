@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -28,10 +29,16 @@ __all__ = (
     "Permissions",
     "Reject",
     "SavedApproval",
+    "asker",
     "default_approvals_file",
 )
 
 logger = logging.getLogger("pegboard")
+
+#: Who the approver asks for the current task, when that is not one person: a
+#: served client answers only its own calls, so identical questions are shared
+#: only between tasks with the same asker.
+asker: ContextVar[object] = ContextVar("pegboard_asker", default=None)
 
 Effect: TypeAlias = Literal["allow", "deny", "ask"]
 
@@ -275,7 +282,7 @@ class Permissions:
         # Identical means all the approver would see: the metadata too (the workdir of a command).
         shown = json.dumps(request.metadata, sort_keys=True, default=repr)
         key = (request.action, request.resources, request.opaque, request.embedding,
-               request.always, shown)  # fmt: skip
+               request.always, shown, asker.get())  # fmt: skip
         while (waiting := self._asking.get(key)) is not None:
             await waiting.answered.wait()
             if waiting.answer is not None:

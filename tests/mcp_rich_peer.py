@@ -24,15 +24,46 @@ def look() -> str:
     return "a room"
 
 
+#: Content annotations every kind of block carries somewhere below.
+FOR_USER = types.Annotations(audience=["user"], priority=0.25)
+FOR_BOTH = types.Annotations(
+    audience=["user", "assistant"], priority=1.0, last_modified="2026-01-02T03:04:05Z"
+)
+
+
 @app.tool()
 def broken() -> types.CallToolResult:
-    """Fail with a picture of what went wrong."""
+    """Fail with a picture, a sound and a log of what went wrong."""
     picture = base64.b64encode(b"\x89PNG fake").decode()
+    sound = base64.b64encode(b"RIFF fake").decode()
     return types.CallToolResult(
         is_error=True,
         content=[
             types.TextContent(text="it broke"),
             types.ImageContent(data=picture, mime_type="image/png"),
+            types.AudioContent(data=sound, mime_type="audio/wav", annotations=FOR_USER),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(uri="file:///log.txt", text="trace"),
+                annotations=FOR_BOTH,
+            ),
+        ],
+    )
+
+
+@app.tool()
+def annotated() -> types.CallToolResult:
+    """Say things meant for the user, the assistant, or both."""
+    picture = base64.b64encode(b"\x89PNG fake").decode()
+    return types.CallToolResult(
+        content=[
+            types.TextContent(text="for you", annotations=FOR_USER),
+            types.ImageContent(data=picture, mime_type="image/png", annotations=FOR_BOTH),
+            types.ResourceLink(uri="file:///a.txt", name="a", annotations=FOR_USER),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(uri="file:///b.bin", blob=picture),
+                annotations=FOR_BOTH,
+            ),
+            types.TextContent(text="plain"),
         ],
     )
 

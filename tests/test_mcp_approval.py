@@ -196,6 +196,53 @@ async def test_an_unanswered_approval_does_not_block_other_clients() -> None:
     assert ["quick", "slow"] == done
 
 
+class Stalling:
+    """A client's elicitation handler that never answers until told to."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+        self.release = anyio.Event()
+
+    async def __call__(
+        self, context: object, params: types.ElicitRequestFormParams
+    ) -> types.ElicitResult:
+        self.asked.set()
+        await self.release.wait()
+        return types.ElicitResult(action="decline")
+
+
+@pytest.mark.parametrize("opened", [True], indirect=True)
+@pytest.mark.parametrize("target", ["rocket", "moon"], ids=["same-question", "other-question"])
+async def test_an_open_question_holds_up_only_its_own_client(
+    opened: tuple[pegboard.Location, list[str]], target: str
+) -> None:
+    """While one client leaves its question unanswered, another client's call, the same
+    question or another, is asked of that client and runs; the first client's answer
+    never decides the second client's call.
+    """
+    location, runs = opened
+    stalling = Stalling()
+    answering = Elicitations(types.ElicitResult(action="accept", content={"decision": "once"}))
+    async with (
+        client(location, "legacy", elicitation_callback=stalling) as slow,
+        client(location, "legacy", elicitation_callback=answering) as quick,
+        anyio.create_task_group() as tasks,
+    ):
+        refused: list[types.CallToolResult] = []
+
+        async def stall() -> None:
+            refused.append(await slow.call_tool("launch", {"target": "rocket"}))
+
+        tasks.start_soon(stall)
+        with anyio.fail_after(10):
+            await stalling.asked.wait()
+            result = await quick.call_tool("launch", {"target": target})
+        stalling.release.set()
+    assert ([f"Allow launch on {target}?"], [target]) == (answering.asked, runs)
+    assert f"launched {target}" == result.content[0].text  # type: ignore[union-attr]
+    assert refused[0].is_error
+
+
 @pytest.fixture
 def builtin_server(tmp_path: Path, workspace: Path) -> list[str]:
     """`pegboard serve` on a Location with the built-in tools, as a client starts it."""

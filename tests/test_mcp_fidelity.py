@@ -112,7 +112,69 @@ async def test_mounted_servers_keep_titles_annotations_and_error_media(
         broken = await request.execute(pegboard.ToolCall("rich_broken", {}, context()))
     assert isinstance(broken, pegboard.Failed)
     assert "it broke" == broken.error.message
-    assert (pegboard.Image(b"\x89PNG fake", "image/png"),) == broken.partial
+    assert (
+        pegboard.Image(b"\x89PNG fake", "image/png"),
+        pegboard.Audio(b"RIFF fake", "audio/wav", annotations=FOR_USER),
+        pegboard.EmbeddedResource(uri="file:///log.txt", text="trace", annotations=FOR_BOTH),
+    ) == broken.partial
+
+
+FOR_USER = pegboard.ContentAnnotations(audience=["user"], priority=0.25)
+FOR_BOTH = pegboard.ContentAnnotations(
+    audience=("user", "assistant"), priority=1, last_modified="2026-01-02T03:04:05Z"
+)
+
+
+async def test_content_annotations_survive_a_mount_and_a_serve(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """Each block's audience, priority and lastModified reach pegboard content, and
+    a client of the mounting Location sees them as the mounted server sent them, in
+    a result and in an error result's media.
+    """
+    servers = {"rich": {"command": [sys.executable, RICH]}}
+    async with mounted(host, workspace, servers) as location:
+        outcome = await location.prepare().execute(
+            pegboard.ToolCall("rich_annotated", {}, context())
+        )
+        async with Client(pegboard.mcp.build_server(location)) as mcp:
+            result = await mcp.call_tool("rich_annotated", {})
+            failure = await mcp.call_tool("rich_broken", {})
+    assert isinstance(outcome, pegboard.Completed)
+    assert [FOR_USER, FOR_BOTH, FOR_USER, FOR_BOTH, None] == [
+        item.annotations for item in outcome.content
+    ]
+    user = types.Annotations(audience=["user"], priority=0.25)
+    both = types.Annotations(
+        audience=["user", "assistant"], priority=1.0, last_modified="2026-01-02T03:04:05Z"
+    )
+    assert [user, both, user, both, None] == [block.annotations for block in result.content]
+    assert ["text", "image", "audio", "resource"] == [block.type for block in failure.content]
+    assert [None, None, user, both] == [block.annotations for block in failure.content]
+    assert failure.is_error
+
+
+def test_content_annotations_are_checked_and_stored() -> None:
+    """Annotations are validated like MCP's, and a stored outcome keeps them."""
+    with pytest.raises(ValueError, match="priority is a number from 0 to 1"):
+        pegboard.ContentAnnotations(priority=1.5)
+    with pytest.raises(ValueError, match="audience is a sequence"):
+        pegboard.ContentAnnotations(audience="user")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="audience is a sequence"):
+        pegboard.ContentAnnotations(audience=["model"])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        pegboard.Text("x", annotations={"priority": 1})  # type: ignore[arg-type]
+    outcome = pegboard.Completed(
+        None,
+        (
+            pegboard.Text("for you", annotations=FOR_USER),
+            pegboard.Image(b"png", "image/png", annotations=FOR_BOTH),
+            pegboard.Text("plain"),
+        ),
+    )
+    stored = pegboard.dump_outcome(outcome)
+    assert "annotations" not in stored["content"][2]
+    assert outcome == pegboard.load_outcome(stored)
 
 
 def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[str]]:
@@ -141,9 +203,12 @@ def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[
     return mount, registered, reports
 
 
-async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver() -> None:
+async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A confirmation is the host's permission service's to answer (action
-    mcp.<server>.elicit); a form or a URL is declined, never answered blindly.
+    mcp.<server>.elicit); a form or a URL is declined, never answered blindly; a host
+    with no approver declines, and the log says why.
     """
     asked: list[pegboard.PermissionRequest] = []
 
@@ -173,6 +238,13 @@ async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver() ->
         pegboard.Permissions([{"action": "mcp.far.elicit", "resource": "*", "effect": "deny"}])
     )
     assert "decline" == (await denied._elicit(None, confirm)).action
+    unattended, _, _ = bare_mount(pegboard.Permissions())  # a host without an approver
+    with caplog.at_level("WARNING", logger="pegboard"):
+        assert "decline" == (await unattended._elicit(None, confirm)).action
+    assert (
+        "server 'far' asked 'Proceed?'; declined: mcp.far.elicit on Proceed? needs approval "
+        "and this host has no approver"
+    ) == caplog.records[-1].getMessage()
 
 
 async def test_tools_that_require_tasks_are_left_out_with_a_reason() -> None:
@@ -247,14 +319,232 @@ async def test_a_remote_mount_authenticates_from_the_environment_and_reports_401
         good = {"url": url, "headers": {"Authorization": "Bearer ${FAR_TOKEN}"}}
         async with mounted(host, mounting_root, {"far": good}) as mounting:
             [definition] = mounting.prepare().definitions
+        monkeypatch.setenv("OLD_TOKEN", "expired")
+        stale = {"url": url, "headers": {"Authorization": "Bearer ${OLD_TOKEN}"}}
+        async with mounted(host, mounting_root, {"far": stale}) as rejected:
+            [wrong] = rejected.plugin_errors
         unset = {"url": url, "headers": {"Authorization": "Bearer ${NOT_SET_ANYWHERE}"}}
         async with mounted(host, mounting_root, {"far": unset}) as missing:
             [problem] = missing.plugin_errors
         tasks.cancel_scope.cancel()
-    assert "it answered 401 Unauthorized" in errors[0]
+    assert "it answered 401 Unauthorized: give the credentials it expects" in errors[0]
+    assert (
+        "it answered 401 Unauthorized: it refused the credentials in [mcp.servers.far] headers"
+    ) in wrong.message
     assert ("far_look", "Look around", HINTS) == (
         definition.name,
         definition.title,
         definition.annotations,
     )
     assert "names ${NOT_SET_ANYWHERE}, which is not set" in problem.message
+
+
+async def test_bounding_keeps_the_annotations_of_what_it_keeps(tmp_path: Path) -> None:
+    """Oversized content: media keep their annotations, and the link that replaces
+    an embedded resource keeps the resource's (the preview text is new: it has none).
+    """
+    from pegboard._bounding import bound_content
+
+    storage = pegboard.ManagedStorage(tmp_path / "managed")
+    limits = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
+    big = "\n".join(f"line {number}" for number in range(100))
+    bounded = await bound_content(
+        (
+            pegboard.Image(b"png", "image/png", annotations=FOR_USER),
+            pegboard.EmbeddedResource(uri="file:///log.txt", text=big, annotations=FOR_BOTH),
+        ),
+        limits,
+        storage,
+    )
+    picture, _preview, link = bounded.content
+    assert (FOR_USER, FOR_BOTH) == (picture.annotations, link.annotations)
+    assert isinstance(link, pegboard.ResourceLink)
+
+
+ISSUED = "issued-token"
+
+
+class Issued:
+    """The resource server's token verifier: only the token the issuer handed out,
+    until it is revoked.
+    """
+
+    revoked = False
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        if token != ISSUED or self.revoked:
+            return None
+        return AccessToken(token=token, client_id="pegboard", scopes=["tools"])
+
+
+def authorization_server(issuer: str, granted: list[str]) -> Any:
+    """A minimal OAuth authorization server: metadata, and client credentials for a token."""
+    import base64
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def metadata(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "issuer": issuer,
+                "authorization_endpoint": f"{issuer}/authorize",
+                "token_endpoint": f"{issuer}/token",
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            }
+        )
+
+    async def token(request: Request) -> JSONResponse:
+        form = await request.form()
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        client = base64.b64decode(credentials).decode() if scheme == "Basic" else ""
+        if form.get("grant_type") != "client_credentials" or client != "pegboard:sh-secret":
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        granted.append(str(form.get("scope")))
+        return JSONResponse({"access_token": ISSUED, "token_type": "Bearer", "expires_in": 3600})
+
+    return Starlette(
+        routes=[
+            Route("/.well-known/oauth-authorization-server", metadata),
+            Route("/token", token, methods=["POST"]),
+        ]
+    )
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+async def test_a_remote_mount_takes_an_oauth_token_with_client_credentials(
+    host: pegboard.Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """oauth = {client_id, client_secret, issuer} mounts a server that is an OAuth
+    resource server (pegboard.mcp.serve with auth= and token_verifier=): the SDK's
+    client finds the issuer, takes a token and calls; a wrong secret is reported.
+    """
+    from mcp.server.auth.settings import AuthSettings
+
+    from pegboard.mcp._serve import _serve_http
+
+    served_root, mounting_root = tmp_path / "served", tmp_path / "mounting"
+    served_root.mkdir()
+    mounting_root.mkdir()
+
+    async def look(input: object, context: pegboard.ToolContext) -> str:
+        return "a room"
+
+    served = pegboard.Host()
+    served.tools.register({"look": pegboard.tool(description="Look.", execute=look)})
+    port, issuer_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{issuer_port}"
+    url = f"http://127.0.0.1:{port}/mcp"
+    granted: list[str] = []
+    auth = AuthSettings(
+        issuer_url=issuer,
+        resource_server_url=url,
+        required_scopes=["tools"],
+        validate_token_resource=False,
+    )
+    monkeypatch.setenv("FAR_SECRET", "sh-secret")
+    oauth = {"client_id": "pegboard", "client_secret": "${FAR_SECRET}", "issuer": issuer}
+    async with (
+        served.location(served_root, plugins=[]) as location,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(
+            _serve_http, authorization_server(issuer, granted), "127.0.0.1", issuer_port
+        )
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(
+                location, transport="http", port=port, auth=auth, token_verifier=Issued()
+            )
+        )
+        with anyio.fail_after(20):
+            while True:  # until both listen
+                async with mounted(
+                    host, mounting_root, {"far": {"url": url, "oauth": oauth}}
+                ) as mounting:
+                    errors = [problem.message for problem in mounting.plugin_errors]
+                    if not errors:
+                        outcome = await mounting.prepare().execute(
+                            pegboard.ToolCall("far_look", {}, context())
+                        )
+                        break
+                await anyio.sleep(0.1)
+        import httpx2
+
+        accept = {"Accept": "application/json, text/event-stream"}
+        bearer = {**accept, "Authorization": f"Bearer {ISSUED}"}
+        async with httpx2.AsyncClient() as http:
+            anonymous = await http.post(url, headers=accept, json={})
+            rebinding = await http.post(url, headers={**bearer, "Host": "evil.example"}, json={})
+        wrong = {**oauth, "client_secret": "guess"}
+        async with mounted(host, mounting_root, {"far": {"url": url, "oauth": wrong}}) as refused:
+            [problem] = refused.plugin_errors
+        tasks.cancel_scope.cancel()
+    assert isinstance(outcome, pegboard.Completed)
+    assert (pegboard.Text("a room"),) == outcome.content
+    assert ["tools"] == granted
+    assert 401 == anonymous.status_code
+    assert "resource_metadata=" in anonymous.headers["www-authenticate"]
+    assert 421 == rebinding.status_code  # Host and Origin are checked under OAuth too
+    assert (
+        "server 'far' is not mounted: OAuth failed with the client credentials in "
+        f"[mcp.servers.far] oauth (issuer {issuer}): Token exchange failed (401)"
+    ) in problem.message
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+async def test_a_call_the_server_refuses_with_401_says_so(
+    host: pegboard.Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token revoked after the mount: the call fails naming the 401 and the headers."""
+    from mcp.server.auth.settings import AuthSettings
+
+    served_root, mounting_root = tmp_path / "served", tmp_path / "mounting"
+    served_root.mkdir()
+    mounting_root.mkdir()
+
+    async def look(input: object, context: pegboard.ToolContext) -> str:
+        return "a room"
+
+    served = pegboard.Host()
+    served.tools.register({"look": pegboard.tool(description="Look.", execute=look)})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    auth = AuthSettings(
+        issuer_url="https://auth.example.com",
+        resource_server_url=url,
+        validate_token_resource=False,
+    )
+    verifier = Issued()
+    monkeypatch.setenv("FAR_TOKEN", ISSUED)
+    far = {"url": url, "headers": {"Authorization": "Bearer ${FAR_TOKEN}"}}
+    async with (
+        served.location(served_root, plugins=[]) as location,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(
+            lambda: pegboard.mcp.serve(
+                location, transport="http", port=port, auth=auth, token_verifier=verifier
+            )
+        )
+        with anyio.fail_after(20):
+            while True:  # until uvicorn listens
+                async with mounted(host, mounting_root, {"far": far}) as mounting:
+                    if not mounting.plugin_errors:
+                        call = pegboard.ToolCall("far_look", {}, context())
+                        before = await mounting.prepare().execute(call)
+                        verifier.revoked = True
+                        after = await mounting.prepare().execute(call)
+                        break
+                await anyio.sleep(0.1)
+        tasks.cancel_scope.cancel()
+    assert isinstance(before, pegboard.Completed)
+    assert isinstance(after, pegboard.Failed)
+    assert (
+        "the MCP server 'far' refused the call to 'look': it answered 401 Unauthorized: it "
+        "refused the credentials in [mcp.servers.far] headers"
+    ) in after.error.message

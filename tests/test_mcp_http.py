@@ -158,6 +158,31 @@ async def test_host_and_origin_are_checked_on_any_address(
 
 
 @pytest.mark.parametrize(
+    ("host", "hosts"),
+    [
+        ("192.0.2.7", ["192.0.2.7:*"]),
+        ("fd00::7", ["[fd00::7]:*"]),
+        ("pegboard.lan", ["pegboard.lan:*"]),
+        ("127.0.0.2", ["127.0.0.2:*", "127.0.0.1:*", "localhost:*", "[::1]:*"]),
+    ],
+)
+async def test_a_non_loopback_address_accepts_only_its_own_name(
+    host: str, hosts: list[str]
+) -> None:
+    """Validation stays on for any address, and only a loopback one also answers to
+    localhost: a LAN server is reachable under the name it was bound to alone.
+    """
+    from pegboard.mcp._http import transport_security
+
+    settings = transport_security(host)
+    assert settings.enable_dns_rebinding_protection
+    assert hosts == settings.allowed_hosts
+    assert [f"{scheme}://{name[:-2]}:*" for name in hosts for scheme in ("http", "https")] == (
+        settings.allowed_origins
+    )
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         ({}, "needs one way to authenticate clients"),
@@ -197,6 +222,90 @@ async def test_a_disconnected_client_cancels_its_call(served: str, slow: Slow) -
         tasks.cancel_scope.cancel()  # closes the connection
     with anyio.fail_after(10):
         await slow.cancelled.wait()
+
+
+#: A bash command that starts a long process and records its ID.
+SLEEPER = "sleep 60 & echo $! > sleeper.pid; wait"
+#: What a 2026-07-28 request says about its client, in place of a handshake.
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def started_process(workspace: Path) -> int:
+    """The ID of the process `SLEEPER` started, once it has written it."""
+    recorded = workspace / "sleeper.pid"
+    with anyio.fail_after(20):
+        # Written by a process of another program: nothing to wait on but the file.
+        for _ in iter(lambda: recorded.exists() and bool(recorded.read_text().strip()), True):
+            await anyio.sleep(0.05)
+    return int(recorded.read_text())
+
+
+async def ended(pid: int) -> bool:
+    """Whether process ``pid`` ends within a few seconds."""
+    with anyio.move_on_after(10):
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            await anyio.sleep(0.05)
+    os.kill(pid, 9)
+    return False
+
+
+@pytest.mark.parametrize("era", ["handshake", "2026-07-28"])
+async def test_a_disconnected_client_stops_the_process_its_call_started(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, era: str
+) -> None:
+    """A client that drops its connection while the built-in bash runs stops the process
+    bash started, on a session (Mcp-Session-Id) and on 2026-07-28 (one POST per call).
+    """
+    rules = [{"action": action, "resource": "*", "effect": "allow"} for action in ("bash", "edit")]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
+    call: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": SLEEPER}},
+    }
+    async with (
+        host.location(
+            workspace, plugins=["builtin"], storage=storage_dir, permissions=rules
+        ) as location,
+        anyio.create_task_group() as server,
+    ):
+        server.start_soon(
+            lambda: pegboard.mcp.serve(location, transport="http", port=port, token=TOKEN)
+        )
+        await wait_until_listening(url)
+        async with httpx.AsyncClient() as http:
+            if era == "handshake":
+                response = await http.post(url, headers=headers, json=INITIALIZE)
+                headers["mcp-session-id"] = response.headers["mcp-session-id"]
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await http.post(url, headers=headers, json=initialized)
+            else:
+                headers["mcp-protocol-version"] = "2026-07-28"
+                headers.update({"mcp-method": "tools/call", "mcp-name": "bash"})
+                call["params"]["_meta"] = MODERN_META
+        async with httpx.AsyncClient() as http, anyio.create_task_group() as client:
+
+            async def request() -> None:
+                async with http.stream("POST", url, headers=headers, json=call) as stream:
+                    async for _ in stream.aiter_bytes():
+                        pass
+
+            client.start_soon(request)
+            pid = await started_process(workspace)
+            client.cancel_scope.cancel()  # closes the connection
+        assert await ended(pid), "the process the call started outlived its client"
+        server.cancel_scope.cancel()
 
 
 def pegboard_command() -> str:

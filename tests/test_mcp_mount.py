@@ -212,6 +212,24 @@ async def test_the_plugin_starts_nothing_without_the_hosts_trust(
         ({}, "give either command = [...] (a local server) or url"),
         ({"command": ["x"], "url": "http://localhost"}, "give command or url, not both"),
         ({"url": "http://localhost", "environment": {}}, "environment applies to a local server"),
+        (
+            {
+                "command": ["x"],
+                "oauth": {"client_id": "a", "client_secret": "b", "issuer": "http://i"},
+            },
+            "headers and oauth apply to a remote server",
+        ),
+        (
+            {
+                "url": "http://localhost",
+                "oauth": {
+                    "client_id": "a",
+                    "client_secret": "${NOT_SET_ANYWHERE}",
+                    "issuer": "http://i",
+                },
+            },
+            "oauth.client_secret names ${NOT_SET_ANYWHERE}, which is not set",
+        ),
     ],
 )
 async def test_bad_server_entries_are_reported(

@@ -468,3 +468,58 @@ async def test_managed_output_a_preview_names_is_a_readable_resource(
     assert contents.text.count("line ") == 5000
     assert [link.uri] == [str(resource.uri) for resource in listed.resources]
     assert 2 == len(refused)
+
+
+async def test_a_stdio_client_that_goes_away_stops_its_calls(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Closing `pegboard serve`'s standard input mid-call stops the process the
+    built-in bash started, and the server exits by itself.
+    """
+    import json
+    import subprocess
+
+    command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
+    assert command is not None, "the pegboard console script is installed beside python"
+    server = await anyio.open_process(
+        [command, "serve", "-l", str(workspace), "--allow", "bash", "--allow", "edit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")},
+    )
+    assert server.stdin is not None
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    arguments = {"command": "sleep 60 & echo $! > sleeper.pid; wait"}
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "bash", "arguments": arguments}},
+    ):  # fmt: skip
+        await server.stdin.send(json.dumps(message).encode() + b"\n")
+    recorded = workspace / "sleeper.pid"
+    try:
+        with anyio.fail_after(20):
+            # Written by the server's bash: nothing to wait on but the file.
+            for _ in iter(lambda: recorded.exists() and bool(recorded.read_text().strip()), True):
+                await anyio.sleep(0.05)
+        pid = int(recorded.read_text())
+        await server.stdin.aclose()  # the client goes away
+        with anyio.fail_after(10):
+            returncode = await server.wait()
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                await anyio.sleep(0.05)
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+    assert 0 == returncode

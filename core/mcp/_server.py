@@ -23,7 +23,7 @@ from .._errors import RetentionError
 from .._json import thaw
 from .._location import Location
 from .._outcome import ToolCall
-from .._permissions import PermissionRejected
+from .._permissions import PermissionRejected, asker
 from .._plugins import PluginError
 from .._tool import ToolContext, ToolDefinition
 from ._annotations import to_mcp_annotations
@@ -222,6 +222,8 @@ class LocationServer(Server[Run]):
             ),
         )
         token = current_channel.set(channel)
+        # This call's questions are its client's alone: never shared with another's.
+        asking = asker.set(channel)
         try:
             outcome = await request.execute(call)
         except InputNeeded as needed:
@@ -240,6 +242,7 @@ class LocationServer(Server[Run]):
             # The call could not settle: an error response, not a tool result.
             raise MCPError(types.INTERNAL_ERROR, str(error)) from error
         finally:
+            asker.reset(asking)
             current_channel.reset(token)
         wrapped = params.name in self.listing(request.definitions).wrapped
         result = call_result(outcome, wrapped=wrapped)

@@ -20,13 +20,25 @@ REQUEST_TIMEOUT = 300.0
 
 _SECONDS = {"type": "number", "exclusiveMinimum": 0}
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_URL = {"type": "string", "pattern": "^https?://"}
+_OAUTH = {
+    "type": "object",
+    "properties": {
+        "client_id": {"type": "string", "minLength": 1},
+        "client_secret": {"type": "string", "minLength": 1},
+        "issuer": _URL,
+    },
+    "required": ["client_id", "client_secret", "issuer"],
+    "additionalProperties": False,
+}
 _SERVER = {
     "type": "object",
     "properties": {
         "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "environment": _STRINGS,
-        "url": {"type": "string", "pattern": "^https?://"},
+        "url": _URL,
         "headers": _STRINGS,
+        "oauth": _OAUTH,
         "disabled": {"type": "boolean"},
         "startup_timeout": _SECONDS,
         "request_timeout": _SECONDS,
@@ -45,6 +57,16 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 
 @attrs.frozen(kw_only=True)
+class OAuthClient:
+    """OAuth client credentials (RFC 6749 section 4.4) for a remote server."""
+
+    client_id: str
+    client_secret: str = attrs.field(repr=False)
+    #: The authorization server the credentials belong to: they are sent nowhere else.
+    issuer: str
+
+
+@attrs.frozen(kw_only=True)
 class ServerConfig:
     """One server to mount: local (``command``) or remote (``url``)."""
 
@@ -52,7 +74,8 @@ class ServerConfig:
     command: tuple[str, ...] = ()
     environment: Mapping[str, str] = attrs.field(factory=dict)
     url: str | None = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    oauth: OAuthClient | None = None
     startup_timeout: float = STARTUP_TIMEOUT
     request_timeout: float = REQUEST_TIMEOUT
 
@@ -70,6 +93,7 @@ def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list
         try:
             environment = _expand(entry.get("environment", {}), "environment")
             headers = _expand(entry.get("headers", {}), "headers")
+            oauth = _expand(entry.get("oauth", {}), "oauth")
         except ValueError as error:
             problem = problem or str(error)
         if problem is not None:
@@ -82,6 +106,7 @@ def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list
                 environment=environment,
                 url=entry.get("url"),
                 headers=headers,
+                oauth=OAuthClient(**oauth) if oauth else None,
                 startup_timeout=float(entry.get("startup_timeout", startup)),
                 request_timeout=float(entry.get("request_timeout", request)),
             )
@@ -118,8 +143,8 @@ def _problem(name: str, entry: Mapping[str, Any]) -> str | None:
             if not local
             else "give command or url, not both"
         )
-    if local and "headers" in entry:
-        return "headers apply to a remote server (url); a local one takes environment"
+    if local and ("headers" in entry or "oauth" in entry):
+        return "headers and oauth apply to a remote server (url); a local one takes environment"
     if remote and "environment" in entry:
         return "environment applies to a local server (command); a remote one takes headers"
     try:

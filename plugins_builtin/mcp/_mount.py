@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
@@ -22,6 +22,10 @@ import pegboard
 from pegboard.mcp import from_mcp_annotations, from_mcp_content
 
 from ._config import ServerConfig
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 __all__ = ("Mount",)
 
@@ -99,7 +103,7 @@ class Mount:
                     await self._follow_changes(client)
         except Exception as error:  # noqa: BLE001 - a failing server must not fail the others
             if not self.ready.is_set():
-                self.error = self._unauthorized() or _why(error)
+                self.error = self._unauthorized(error) or _why(error)
             elif _closed(error):
                 self._lost()
             else:
@@ -150,10 +154,32 @@ class Mount:
             headers=dict(self.config.headers),
             timeout=timeout,
             event_hooks={"response": [remember]},
+            auth=self._oauth(),
         ) as http:
             transport = streamable_http_client(self.config.url, http_client=http)
             async with Client(transport, **options) as client:
                 yield client
+
+    def _oauth(self) -> httpx2.Auth | None:
+        """The SDK's OAuth client for the configured client credentials: it finds the
+        authorization server through the server's protected-resource metadata, takes
+        a token for the scopes the server names, and a new one when it expires.
+        Tokens are kept in memory only.
+        """
+        oauth = self.config.oauth
+        if oauth is None or self.config.url is None:
+            return None
+        from mcp.client.auth.extensions.client_credentials import (
+            ClientCredentialsOAuthProvider,
+        )
+
+        return ClientCredentialsOAuthProvider(
+            server_url=self.config.url,
+            storage=_Tokens(),
+            client_id=oauth.client_id,
+            client_secret=oauth.client_secret,
+            issuer=oauth.issuer,
+        )
 
     async def _elicit(
         self, context: object, params: types.ElicitRequestParams
@@ -181,7 +207,9 @@ class Mount:
                     metadata={"server": self.name, "message": message},
                 )
             )
-        except (pegboard.ToolFailure, pegboard.PermissionRejected):
+        except (pegboard.ToolFailure, pegboard.PermissionRejected) as refusal:
+            # The server hears only "decline": the reason is for the host's operator.
+            logger.warning("server %r asked %r; declined: %s", self.name, message, refusal)
             return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept", content={})
 
@@ -323,7 +351,7 @@ class Mount:
                     f"the MCP server {self.name!r} did not answer {tool!r} within "
                     f"{self.config.request_timeout:g} s"
                 ) from None
-            why = self._unauthorized() or error.error.message
+            why = self._unauthorized(error) or error.error.message
             raise pegboard.ToolFailure(
                 f"the MCP server {self.name!r} refused the call to {tool!r}: {why}"
             ) from None
@@ -381,15 +409,33 @@ class Mount:
             metadata=metadata,
         )
 
-    def _unauthorized(self) -> str | None:
+    def _unauthorized(self, error: BaseException) -> str | None:
+        """Why the server refused us, and what to set, if it did."""
+        from mcp.client.auth import OAuthFlowError
+
         status, self._refused = self._refused, None
+        table = f"[mcp.servers.{self.name}]"
+        oauth = self.config.oauth
+        flow = _find(error, OAuthFlowError)
+        if oauth is not None and flow is not None:
+            return (
+                f"OAuth failed with the client credentials in {table} oauth "
+                f"(issuer {oauth.issuer}): {flow}"
+            )
         if status is None:
             return None
         reason = "401 Unauthorized" if status == 401 else "403 Forbidden"
+        if oauth is not None:
+            return f"it answered {reason} to the OAuth token taken with {table} oauth"
+        if self.config.headers:
+            return (
+                f"it answered {reason}: it refused the credentials in {table} headers; "
+                "check them and the environment variables they name"
+            )
         return (
-            f"it answered {reason}: give the credentials it expects in "
-            f"[mcp.servers.{self.name}] headers, e.g. "
-            'headers = { Authorization = "Bearer ${TOKEN_VARIABLE}" }'
+            f"it answered {reason}: give the credentials it expects in {table} headers, "
+            'e.g. headers = { Authorization = "Bearer ${TOKEN_VARIABLE}" }, or, for an '
+            "OAuth server, oauth = { client_id = ..., client_secret = ..., issuer = ... }"
         )
 
     def _gone(self, tool: str) -> pegboard.PluginError:
@@ -406,8 +452,40 @@ class Mount:
         self._services.report(f"server {self.name!r}: {problem}", phase=phase)
 
 
+class _Tokens:
+    """The SDK's token storage, in memory: a mount's tokens live as long as it does."""
+
+    def __init__(self) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client = client_info
+
+
 def _requires_tasks(listed: types.Tool) -> bool:
     return listed.execution is not None and listed.execution.task_support == "required"
+
+
+def _find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``error`` or the first exception of ``kind`` in its groups and causes."""
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if (found := _find(inner, kind)) is not None:
+                return found
+    cause = error.__cause__ or error.__context__
+    return None if cause is None else _find(cause, kind)
 
 
 def _closed(error: BaseException) -> bool:
