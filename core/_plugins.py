@@ -87,12 +87,20 @@ class PluginInfo:
 @attrs.define
 class _Entry:
     name: str
-    distribution: str | None
-    version: str | None
     load: Callable[[], object]
+    #: Reads the distribution's name and version; only `info` needs them, and
+    #: reading a distribution's metadata parses its whole METADATA file.
+    read_metadata: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
     plugin: object = None
     error: PluginError | None = None
     hooks: dict[str, pluggy.HookImpl] = attrs.field(factory=dict)
+    _metadata: tuple[str | None, str | None] | None = attrs.field(default=None, init=False)
+
+    def metadata(self) -> tuple[str | None, str | None]:
+        """The distribution's name and version, read once."""
+        if self._metadata is None:
+            self._metadata = self.read_metadata()
+        return self._metadata
 
 
 class Plugins:
@@ -108,22 +116,21 @@ class Plugins:
             return self._entries
         import importlib_metadata  # the scan happens once; so does this import
 
-        version = _version("pegboard")
         entries = {
-            name: _Entry(name, "pegboard", version, _importer(path))
+            name: _Entry(name, _importer(path), _pegboard_metadata)
             for name, path in BUILTIN_MODULES.items()
         }
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-            name, version = _distribution(point)
+            entry = _Entry(point.name, point.load, functools.partial(_distribution, point))
             if point.name in entries:
                 logger.warning(
                     "ignoring plugin %r from %s: the name is taken by %s",
                     point.name,
-                    name,
-                    entries[point.name].distribution,
+                    entry.metadata()[0],
+                    entries[point.name].metadata()[0],
                 )
                 continue
-            entries[point.name] = _Entry(point.name, name, version, point.load)
+            entries[point.name] = entry
         self._entries = entries
         return entries
 
@@ -132,7 +139,7 @@ class Plugins:
         entries = self._scan()
         if name in entries:
             raise ValueError(f"a plugin named {name!r} is already installed")
-        entries[name] = _Entry(name, None, None, lambda: plugin)
+        entries[name] = _Entry(name, lambda: plugin)
 
     def names(self) -> list[str]:
         """The names of every installed plugin, the built-in ones first."""
@@ -149,7 +156,8 @@ class Plugins:
                 "failed" if entry.error else "loaded" if entry.plugin is not None else "not loaded"
             )
             error = entry.error.message if entry.error else None
-            infos.append(PluginInfo(entry.name, entry.distribution, entry.version, state, error))
+            distribution, version = entry.metadata()
+            infos.append(PluginInfo(entry.name, distribution, version, state, error))
         return infos
 
     def load(self, name: str) -> dict[str, pluggy.HookImpl]:
@@ -229,13 +237,13 @@ def _distribution(point: Any) -> tuple[str | None, str | None]:
     return metadata.get("Name"), metadata.get("Version")
 
 
-def _version(distribution: str) -> str | None:
+def _pegboard_metadata() -> tuple[str | None, str | None]:
     import importlib_metadata
 
     try:
-        return importlib_metadata.version(distribution)
+        return "pegboard", importlib_metadata.version("pegboard")
     except importlib_metadata.PackageNotFoundError:
-        return None
+        return "pegboard", None
 
 
 def _describe(error: BaseException) -> str:

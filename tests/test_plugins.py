@@ -107,6 +107,31 @@ async def test_the_entry_point_scan_happens_once_per_host(
     assert ["pegboard"] == scans
 
 
+async def test_opening_a_location_reads_no_distribution_metadata(
+    install: Install, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names come from entry_points.txt; METADATA is parsed only when plugins are listed."""
+    import importlib_metadata
+
+    install("notes", NOTES)
+    reads: list[str] = []
+    real = importlib_metadata.Distribution.metadata
+
+    def counting(dist: importlib_metadata.Distribution) -> object:
+        reads.append(str(getattr(dist, "_path", dist)))
+        return real.__get__(dist)
+
+    monkeypatch.setattr(importlib_metadata.Distribution, "metadata", property(counting))
+    host = pegboard.Host()
+    async with host.location(workspace, plugins=["builtin", "notes"], storage=storage_dir):
+        pass
+    assert [] == reads
+    infos = {info.name: info for info in host.plugins()}
+    assert ("notes-plugin", "1.2.3") == (infos["notes"].distribution, infos["notes"].version)
+    assert "pegboard" == infos["builtin"].distribution
+    assert reads
+
+
 async def test_a_plugin_that_fails_to_import_is_recorded_and_harmless(
     install: Install, workspace: Path, storage_dir: Path
 ) -> None:
