@@ -7,7 +7,7 @@ import functools
 import importlib
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Literal
 
 import attrs
@@ -104,11 +104,20 @@ class _Entry:
 
 
 class Plugins:
-    """The host's plugins: scanned once, each imported only when first enabled."""
+    """The host's plugins: scanned once, each imported only when first enabled.
+
+    The built-in plugins are known without the scan, and always win over an
+    entry point of the same name: a Location that enables only built-in
+    plugins reads no installed distribution.
+    """
 
     def __init__(self) -> None:
         self._manager = pluggy.PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
+        self._builtins = {
+            name: _Entry(name, _importer(path), _pegboard_metadata)
+            for name, path in BUILTIN_MODULES.items()
+        }
         self._entries: dict[str, _Entry] | None = None
 
     def _scan(self) -> dict[str, _Entry]:
@@ -116,10 +125,7 @@ class Plugins:
             return self._entries
         import importlib_metadata  # the scan happens once; so does this import
 
-        entries = {
-            name: _Entry(name, _importer(path), _pegboard_metadata)
-            for name, path in BUILTIN_MODULES.items()
-        }
+        entries = dict(self._builtins)
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
             entry = _Entry(point.name, point.load, functools.partial(_distribution, point))
             if point.name in entries:
@@ -141,9 +147,17 @@ class Plugins:
             raise ValueError(f"a plugin named {name!r} is already installed")
         entries[name] = _Entry(name, lambda: plugin)
 
-    def names(self) -> list[str]:
-        """The names of every installed plugin, the built-in ones first."""
-        return list(self._scan())
+    def names(self) -> Collection[str]:
+        """The names of every installed plugin, the built-in ones first.
+
+        Asking whether a built-in name is among them does not scan; listing them does.
+        """
+        return _Names(self)
+
+    def _find(self, name: str) -> _Entry | None:
+        if self._entries is None and name in self._builtins:
+            return self._builtins[name]
+        return self._scan().get(name)
 
     def info(self, *, load: bool = False) -> list[PluginInfo]:
         """One `PluginInfo` per installed plugin; ``load=True`` imports each to find out."""
@@ -162,7 +176,7 @@ class Plugins:
 
     def load(self, name: str) -> dict[str, pluggy.HookImpl]:
         """Import and register plugin ``name`` once; return its hook implementations."""
-        entry = self._scan().get(name)
+        entry = self._find(name)
         if entry is None:
             raise KeyError(name)
         if entry.error is not None:
@@ -177,7 +191,10 @@ class Plugins:
 
     def options_schema(self, name: str) -> object:
         """The JSON Schema a loaded plugin declares for its options, if any."""
-        return getattr(self._scan()[name].plugin, "options_schema", None)
+        entry = self._find(name)
+        if entry is None:
+            raise KeyError(name)
+        return getattr(entry.plugin, "options_schema", None)
 
     def _register(self, entry: _Entry) -> None:
         try:
@@ -214,6 +231,22 @@ class Plugins:
                 raise PluginError(entry.name, "import", problem)
             hooks[caller.name] = impl
         entry.plugin, entry.hooks = plugin, hooks
+
+
+class _Names(Collection[str]):
+    """`Plugins.names`: membership of a built-in name is answered without the scan."""
+
+    def __init__(self, plugins: Plugins) -> None:
+        self._plugins = plugins
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._plugins._find(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._plugins._scan()))
+
+    def __len__(self) -> int:
+        return len(self._plugins._scan())
 
 
 def _not_plain(function: Callable[..., object]) -> bool:
