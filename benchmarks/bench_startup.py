@@ -3,8 +3,10 @@
 Run ``python benchmarks/bench_startup.py`` (``--quick`` for 3 rounds). Each
 round runs, one after another in fresh processes, ``python -c pass``,
 ``pegboard --help`` and ``pegboard tools`` (in an empty folder: the built-in
-plugin's six tools) and ``pegboard tools`` with ``plugins = []`` in
-``pegboard.toml`` (the engine without any plugin). Ratios are taken within
+plugin's six tools), ``pegboard tools`` with ``plugins = []`` in
+``pegboard.toml`` (the engine without any plugin), and a Python that only
+imports the libraries the engine is built on (the floor under any command
+that opens a Location). Ratios are taken within
 each round, so machine noise hits each contender alike, and the median over
 rounds is reported, for wall time and for the child's CPU time (steadier on a
 busy machine). It also counts the modules each command imports.
@@ -30,6 +32,10 @@ from pathlib import Path
 
 #: The most each command may take, as a multiple of ``python -c pass``.
 TARGETS = {"pegboard --help": 3.0, "pegboard tools": 6.0}
+
+
+#: The engine's libraries that opening any Location imports (asyncio: anyio's default backend).
+FLOOR = "attrs, cattrs, anyio, asyncio, pluggy, jsonschema_rs, orjson"
 
 
 def pegboard_command() -> list[str]:
@@ -87,6 +93,12 @@ def main(arguments: argparse.Namespace) -> None:
             "pegboard --help": ([*pegboard, "--help"], builtin),
             "pegboard tools": ([*pegboard, "tools"], builtin),
             "pegboard tools, plugins = []": ([*pegboard, "tools"], bare),
+            # What any Location costs before pegboard's own code runs: the
+            # libraries the engine is built on, imported and nothing else.
+            "python -c 'import " + FLOOR + "'": (
+                [sys.executable, "-c", f"import {FLOOR}"],
+                builtin,
+            ),
         }
         for argv, cwd in commands.values():  # writes the .pyc files, warms the page cache
             run_once(argv, cwd, env)
