@@ -1,16 +1,19 @@
-"""Time the built-in grep, glob and bash tools against grep, find and cat.
+"""Time the built-in grep, glob, bash and read tools against grep, find, cat and sed.
 
 Run ``python benchmarks/bench_builtin.py`` (``--quick`` for a 2,000-file,
-20 MB tree and 20 MB of output). It generates a tree of 20,000 files / 200 MB
-(``--root`` keeps it in a folder of your choice for reuse), then times, round
-robin so machine noise hits each alike and through the whole call pipeline:
+20 MB tree, 20 MB of output and a 10 MB file to read). It generates a tree of
+20,000 files / 200 MB (``--root`` keeps it in a folder of your choice for
+reuse), then times, round robin so machine noise hits each alike and through
+the whole call pipeline:
 
 * ``grep`` against ``rg -n`` (the same binary, reading the same files) and
   ``grep -rn``, for a rare literal, a common literal, a regular expression and a
   case-insensitive literal;
 * ``glob`` against ``rg --files`` and ``find -name``;
 * ``bash`` printing 200 MB against ``cat`` to a file (and through a pipe to a
-  file), with the Python heap's peak during the call.
+  file), with the Python heap's peak during the call;
+* ``read`` of one page at 90% of a 100 MB text file against ``sed -n 'A,Bp'``
+  printing the same lines (and ``sed -n 'A,Bp;Bq'``, which stops after them).
 
 It prints Markdown tables with medians and ratios, and always exits 0. Wall
 times on a busy machine drift; the CPU columns (this process, or the child)
@@ -325,24 +328,78 @@ async def bench_big_gitignore(host: pegboard.Host, scratch: Path, rounds: int) -
     table(timer, [("grep at the root", "rg -n"), ("grep in sub/", "rg -n")], "search")
 
 
+def write_text_file(path: Path, size: int) -> int:
+    """About ``size`` bytes of code-like lines of 2 to 14 words; returns the line count."""
+    rng = random.Random(11)
+    pool = [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 14))) + "\n" for _ in range(10_000)
+    ]
+    chunk = "".join(pool).encode()
+    lines = 0
+    with path.open("wb") as file:
+        for _ in range(max(1, size // len(chunk))):
+            file.write(chunk)
+            lines += len(pool)
+    return lines
+
+
+async def bench_read(host: pegboard.Host, scratch: Path, size: int, rounds: int) -> None:
+    folder = scratch / "read"
+    folder.mkdir()
+    path = folder / "big.txt"
+    total = await anyio.to_thread.run_sync(write_text_file, path, size)
+    await anyio.to_thread.run_sync(os.sync)
+    offset = total * 9 // 10
+    async with host.location(
+        folder, plugins=["builtin"], permissions=ALLOW_ALL, storage=scratch / "s3"
+    ) as location:
+        request = location.prepare()
+        sample = await tool(request, "read", path="big.txt", offset=offset)()
+        assert isinstance(sample, pegboard.Completed)
+        assert sample.metadata is not None
+        last = offset + sample.metadata["lines"] - 1
+        contenders = [
+            ("read tool", tool(request, "read", path="big.txt", offset=offset), False),
+            ("sed -n 'A,Bp'", command("sed", "-n", f"{offset},{last}p", path), True),
+            ("sed -n 'A,Bp;Bq'", command("sed", "-n", f"{offset},{last}p;{last}q", path), True),
+        ]
+        # One untimed round reads the file into the page cache for everyone.
+        await Timer().run(contenders, 1)
+        timer = Timer()
+        await timer.run(contenders, rounds)
+    print(
+        f"## read of lines {offset:,}-{last:,} in a {path.stat().st_size / 1e6:,.0f} MB file "
+        f"of {total:,} lines\n"
+    )
+    table(timer, [("read tool", "sed -n 'A,Bp'"), ("read tool", "sed -n 'A,Bp;Bq'")], "page")
+    ratio = timer.median("read tool")[0] / timer.median("sed -n 'A,Bp'")[0]
+    print(f"read tool against sed -n 'A,Bp': {ratio:.2f}x wall (target <= 1.5x).\n")
+    path.unlink()
+
+
 async def main(arguments: argparse.Namespace) -> None:
     files, size = (2_000, 20_000_000) if arguments.quick else (20_000, 200_000_000)
     rounds = arguments.rounds or (2 if arguments.quick else 5)
     with tempfile.TemporaryDirectory(prefix="bench-builtin-") as scratch_name:
         scratch = Path(scratch_name)
-        root = Path(arguments.root) if arguments.root else scratch / "tree"
-        if not (root / ".gitignore").exists():
-            started = time.perf_counter()
-            generate(root, files, size)
-            print(f"(generated the tree in {time.perf_counter() - started:.1f} s)\n")
-        count, total = tree_size(root)
-        print(f"# Built-in tools: {count:,} files, {total / 1e6:,.0f} MB\n")
+        print("# Built-in tools\n")
         print(
             f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; backend "
             f"{arguments.backend}; medians of {rounds} rounds.\n"
         )
         host = pegboard.Host()
+        if arguments.only in (None, "read"):
+            await bench_read(host, scratch, 10_000_000 if arguments.quick else 100_000_000, rounds)
+        if arguments.only == "read":
+            return
+        root = Path(arguments.root) if arguments.root else scratch / "tree"
+        if not (root / ".gitignore").exists():
+            started = time.perf_counter()
+            generate(root, files, size)
+            print(f"(generated the tree in {time.perf_counter() - started:.1f} s)\n")
+        count, total = tree_size(root)
+        print(f"The tree for bash, grep and glob: {count:,} files, {total / 1e6:,.0f} MB.\n")
         storage = scratch / "storage"
         async with host.location(root, permissions=ALLOW_ALL, storage=storage) as location:
             if arguments.only in (None, "bash"):
@@ -359,7 +416,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--root", help="generate (or reuse) the tree here")
     parser.add_argument("--rounds", type=int, help="timed rounds (default 5, 2 with --quick)")
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    parser.add_argument("--only", choices=["bash", "search"], help="run one part")
+    parser.add_argument("--only", choices=["bash", "read", "search"], help="run one part")
     return parser.parse_args(argv)
 
 

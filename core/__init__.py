@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# typing is not imported at run time: `pegboard --help` imports this module.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pegboard.hookspecs import hookimpl
 
     from ._bounding import OutputLimits
@@ -188,6 +189,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'pegboard' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(home, __name__), name)
     globals()[name] = value  # later lookups are ordinary attribute reads
     return value

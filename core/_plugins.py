@@ -7,7 +7,7 @@ import functools
 import importlib
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Literal
 
 import attrs
@@ -87,20 +87,37 @@ class PluginInfo:
 @attrs.define
 class _Entry:
     name: str
-    distribution: str | None
-    version: str | None
     load: Callable[[], object]
+    #: Reads the distribution's name and version; only `info` needs them, and
+    #: reading a distribution's metadata parses its whole METADATA file.
+    read_metadata: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
     plugin: object = None
     error: PluginError | None = None
     hooks: dict[str, pluggy.HookImpl] = attrs.field(factory=dict)
+    _metadata: tuple[str | None, str | None] | None = attrs.field(default=None, init=False)
+
+    def metadata(self) -> tuple[str | None, str | None]:
+        """The distribution's name and version, read once."""
+        if self._metadata is None:
+            self._metadata = self.read_metadata()
+        return self._metadata
 
 
 class Plugins:
-    """The host's plugins: scanned once, each imported only when first enabled."""
+    """The host's plugins: scanned once, each imported only when first enabled.
+
+    The built-in plugins are known without the scan, and always win over an
+    entry point of the same name: a Location that enables only built-in
+    plugins reads no installed distribution.
+    """
 
     def __init__(self) -> None:
         self._manager = pluggy.PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
+        self._builtins = {
+            name: _Entry(name, _importer(path), _pegboard_metadata)
+            for name, path in BUILTIN_MODULES.items()
+        }
         self._entries: dict[str, _Entry] | None = None
 
     def _scan(self) -> dict[str, _Entry]:
@@ -108,22 +125,18 @@ class Plugins:
             return self._entries
         import importlib_metadata  # the scan happens once; so does this import
 
-        version = _version("pegboard")
-        entries = {
-            name: _Entry(name, "pegboard", version, _importer(path))
-            for name, path in BUILTIN_MODULES.items()
-        }
+        entries = dict(self._builtins)
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-            name, version = _distribution(point)
+            entry = _Entry(point.name, point.load, functools.partial(_distribution, point))
             if point.name in entries:
                 logger.warning(
                     "ignoring plugin %r from %s: the name is taken by %s",
                     point.name,
-                    name,
-                    entries[point.name].distribution,
+                    entry.metadata()[0],
+                    entries[point.name].metadata()[0],
                 )
                 continue
-            entries[point.name] = _Entry(point.name, name, version, point.load)
+            entries[point.name] = entry
         self._entries = entries
         return entries
 
@@ -132,11 +145,19 @@ class Plugins:
         entries = self._scan()
         if name in entries:
             raise ValueError(f"a plugin named {name!r} is already installed")
-        entries[name] = _Entry(name, None, None, lambda: plugin)
+        entries[name] = _Entry(name, lambda: plugin)
 
-    def names(self) -> list[str]:
-        """The names of every installed plugin, the built-in ones first."""
-        return list(self._scan())
+    def names(self) -> Collection[str]:
+        """The names of every installed plugin, the built-in ones first.
+
+        Asking whether a built-in name is among them does not scan; listing them does.
+        """
+        return _Names(self)
+
+    def _find(self, name: str) -> _Entry | None:
+        if self._entries is None and name in self._builtins:
+            return self._builtins[name]
+        return self._scan().get(name)
 
     def info(self, *, load: bool = False) -> list[PluginInfo]:
         """One `PluginInfo` per installed plugin; ``load=True`` imports each to find out."""
@@ -149,12 +170,13 @@ class Plugins:
                 "failed" if entry.error else "loaded" if entry.plugin is not None else "not loaded"
             )
             error = entry.error.message if entry.error else None
-            infos.append(PluginInfo(entry.name, entry.distribution, entry.version, state, error))
+            distribution, version = entry.metadata()
+            infos.append(PluginInfo(entry.name, distribution, version, state, error))
         return infos
 
     def load(self, name: str) -> dict[str, pluggy.HookImpl]:
         """Import and register plugin ``name`` once; return its hook implementations."""
-        entry = self._scan().get(name)
+        entry = self._find(name)
         if entry is None:
             raise KeyError(name)
         if entry.error is not None:
@@ -169,7 +191,10 @@ class Plugins:
 
     def options_schema(self, name: str) -> object:
         """The JSON Schema a loaded plugin declares for its options, if any."""
-        return getattr(self._scan()[name].plugin, "options_schema", None)
+        entry = self._find(name)
+        if entry is None:
+            raise KeyError(name)
+        return getattr(entry.plugin, "options_schema", None)
 
     def _register(self, entry: _Entry) -> None:
         try:
@@ -208,6 +233,22 @@ class Plugins:
         entry.plugin, entry.hooks = plugin, hooks
 
 
+class _Names(Collection[str]):
+    """`Plugins.names`: membership of a built-in name is answered without the scan."""
+
+    def __init__(self, plugins: Plugins) -> None:
+        self._plugins = plugins
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._plugins._find(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._plugins._scan()))
+
+    def __len__(self) -> int:
+        return len(self._plugins._scan())
+
+
 def _not_plain(function: Callable[..., object]) -> bool:
     return (
         inspect.iscoroutinefunction(function)
@@ -229,13 +270,13 @@ def _distribution(point: Any) -> tuple[str | None, str | None]:
     return metadata.get("Name"), metadata.get("Version")
 
 
-def _version(distribution: str) -> str | None:
+def _pegboard_metadata() -> tuple[str | None, str | None]:
     import importlib_metadata
 
     try:
-        return importlib_metadata.version(distribution)
+        return "pegboard", importlib_metadata.version("pegboard")
     except importlib_metadata.PackageNotFoundError:
-        return None
+        return "pegboard", None
 
 
 def _describe(error: BaseException) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio.to_thread
 import attrs
@@ -26,6 +26,10 @@ LINE_CHARACTERS = 2000
 # LINE_CHARACTERS characters of UTF-8.
 _LINE_READ = LINE_CHARACTERS * 4 + 1
 _SKIP_READ = 1 << 16
+# Lines before a page are counted a block at a time, then found within a
+# stretch of the block that holds the page's first line.
+_COUNT_BLOCK = 1 << 20
+_COUNT_STRETCH = 1 << 14
 
 
 @attrs.frozen
@@ -293,7 +297,8 @@ def _read_page(descriptor: int, shown: str, offset: int, limit: int) -> _Page:
         file.seek(0)
         lines: list[str] = []
         wanted = min(limit, PAGE_LINES)
-        number = size = cut = 0
+        number = _skip_lines(file, offset - 1)
+        size = cut = 0
         more = byte_limited = False
         while raw := file.readline(_LINE_READ):
             number += 1
@@ -327,3 +332,37 @@ def _read_page(descriptor: int, shown: str, offset: int, limit: int) -> _Page:
     if more and len(lines) == PAGE_LINES:
         lines.pop()  # room for the line that says where the next page starts
     return _Page(lines, offset, offset + len(lines) - 1, more, cut, byte_limited)
+
+
+def _skip_lines(
+    file: BinaryIO, count: int, *, block: int = _COUNT_BLOCK, stretch: int = _COUNT_STRETCH
+) -> int:
+    """Move ``file`` past its next ``count`` lines; return how many lines it passed.
+
+    Newlines are counted a block at a time by ``bytes.count``, so the lines
+    before a page deep in a large file cost a scan of their bytes, not a
+    Python step per line. A last line without a newline is a line too.
+    """
+    skipped = 0
+    last = b"\n"
+    while skipped < count:
+        start = file.tell()
+        data = file.read(block)
+        if not data:
+            return skipped + (last != b"\n")
+        found = data.count(b"\n")
+        if skipped + found < count:
+            skipped += found
+            last = data[-1:]
+            continue
+        needed = count - skipped
+        begin = 0
+        while (inside := data.count(b"\n", begin, begin + stretch)) < needed:
+            needed -= inside
+            begin += stretch
+        position = begin - 1
+        for _ in range(needed):
+            position = data.index(b"\n", position + 1)
+        file.seek(start + position + 1)
+        return count
+    return skipped

@@ -5,13 +5,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import importlib.metadata
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -55,6 +53,9 @@ _LINE_NUMBER = re.compile(rb'^\},"line_number":(\d+|null)[,}]')
 @functools.cache
 def binary() -> str:
     """The rg executable: the one the ``ripgrep`` package installed, else one on PATH."""
+    # Imported on the first search, not when the tools are built: it costs start-up.
+    import importlib.metadata
+
     try:
         files = importlib.metadata.distribution("ripgrep").files or []
     except importlib.metadata.PackageNotFoundError:
@@ -242,6 +243,8 @@ async def run(
     if config is not None:
         environment["RIPGREP_CONFIG_PATH"] = config
     done = Run()
+    import tempfile  # imported on the first search, not when the tools are built
+
     with tempfile.TemporaryFile() as errors:
         # stderr goes to a file: a pipe nobody reads could fill and stall rg.
         command = [binary(), *arguments]

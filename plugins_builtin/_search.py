@@ -9,7 +9,6 @@ import os
 import posixpath
 import re
 import stat
-import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -358,6 +357,8 @@ class Search:
             lines.extend(line for line in rebased if _may_apply_below(line, parts))
         if not lines:
             return None
+        import tempfile  # imported on the first search, not when the tools are built
+
         descriptor, name = tempfile.mkstemp(prefix="pegboard-gitignore-")
         with os.fdopen(descriptor, "w", encoding="utf-8", errors="surrogateescape") as file:
             file.write("\n".join(lines) + "\n")
@@ -610,6 +611,8 @@ async def _grep(
 
 
 def _write_config(lines: list[str]) -> Path:
+    import tempfile
+
     descriptor, name = tempfile.mkstemp(prefix="pegboard-rg-")
     with os.fdopen(descriptor, "w", encoding="utf-8", errors="surrogateescape") as file:
         file.write("\n".join(lines) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 from builtin_calls import call, failure, metadata, opened, text
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pegboard
+from pegboard.plugins_builtin._files import _skip_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -134,6 +138,42 @@ async def test_read_explains_missing_files_and_folders(
     missing = failure(await call(location, "read", path="nope.txt"))
     assert "'nope.txt' does not exist in the Location" in missing
     assert "is a directory" in failure(await call(location, "read", path="src"))
+
+
+async def test_read_finds_a_page_deep_in_a_large_file(
+    location: pegboard.Location, workspace: Path
+) -> None:
+    """Pages on either side of the 1 MiB counting blocks start at the right line."""
+    (workspace / "big.txt").write_text(lines(300_000))  # 3.4 MB
+    for offset in (92_000, 92_001, 183_000, 299_999):
+        outcome = await call(location, "read", path="big.txt", offset=offset, limit=2)
+        expected = [f"{n:6}\tline {n}" for n in range(offset, min(offset + 2, 300_001))]
+        assert expected == text(outcome).split("\n")[: len(expected)]
+    message = failure(await call(location, "read", path="big.txt", offset=300_002))
+    assert "past the end of big.txt, which has 300,000 lines" in message
+
+
+class _NoReadline(io.BytesIO):
+    def readline(self, size: int | None = -1, /) -> bytes:
+        raise AssertionError("lines before a page are counted in blocks, not read one by one")
+
+
+@given(
+    text=st.text(alphabet="ab\n", max_size=60),
+    count=st.integers(min_value=0, max_value=70),
+    block=st.integers(min_value=1, max_value=9),
+    stretch=st.integers(min_value=1, max_value=5),
+)
+def test_skipping_lines_matches_reading_them(
+    text: str, count: int, block: int, stretch: int
+) -> None:
+    """Skipping lands where reading ``count`` lines would, at any block and stretch size."""
+    data = text.encode()
+    expected = io.BytesIO(data)
+    passed = sum(1 for _ in zip(range(count), iter(expected.readline, b""), strict=False))
+    file = _NoReadline(data)
+    assert passed == _skip_lines(file, count, block=block, stretch=stretch)
+    assert expected.tell() == file.tell()
 
 
 async def test_read_opens_managed_output(location: pegboard.Location, storage_dir: Path) -> None:

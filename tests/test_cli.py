@@ -93,6 +93,34 @@ def test_help_lists_the_commands(environment: dict[str, str]) -> None:
         assert command in result.stdout
 
 
+#: Modules a help text must not import: each costs milliseconds of start-up.
+HEAVY = ("typing", "logging", "pathlib", "json", "shutil", "asyncio", "anyio", "attrs", "pluggy")
+
+
+@pytest.mark.parametrize("arguments", [["--help"], ["tools", "--help"], ["call", "--help"]])
+def test_help_imports_only_the_command_line(arguments: list[str]) -> None:
+    """--help builds the parser from argparse alone: no engine module, nothing heavy."""
+    script = (
+        "import sys\n"
+        "from pegboard.cli import main\n"
+        "try:\n"
+        f"    main({arguments!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sys.modules), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    imported = set(result.stderr.split())
+    assert "usage: pegboard" in result.stdout
+    assert [] == [name for name in HEAVY if name in imported]
+    engine = {name for name in imported if name.startswith("pegboard.")}
+    assert "pegboard.cli._main" in engine
+    assert [] == sorted(name for name in engine if not name.startswith("pegboard.cli"))
+    assert "pegboard.cli._log" not in engine
+
+
 def test_python_dash_m_runs_the_same_command(environment: dict[str, str]) -> None:
     """python -m pegboard is the same command."""
     result = subprocess.run(

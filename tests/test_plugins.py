@@ -107,6 +107,64 @@ async def test_the_entry_point_scan_happens_once_per_host(
     assert ["pegboard"] == scans
 
 
+async def test_built_in_plugins_are_enabled_without_the_entry_point_scan(
+    install: Install, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only built-in plugins enabled: no distribution is read; any other name scans once."""
+    import importlib_metadata
+
+    install("notes", NOTES)
+    install("builtin", NOTES, distribution="impostor")
+    scans: list[str] = []
+    real = importlib_metadata.entry_points
+
+    def counting(**selection: str) -> importlib_metadata.EntryPoints:
+        scans.append(selection.get("group", ""))
+        return real(**selection)
+
+    monkeypatch.setattr(importlib_metadata, "entry_points", counting)
+    host = pegboard.Host()
+    async with host.location(workspace, storage=storage_dir) as location:
+        assert ("builtin",) == location.plugins
+        assert "read" in {definition.name for definition in location.prepare().definitions}
+    (workspace / "pegboard.toml").write_text('plugins = ["builtin"]\n[builtin]\n')
+    async with host.location(workspace, storage=storage_dir) as location:
+        assert ("builtin",) == location.plugins
+    assert [] == scans
+    async with host.location(workspace, plugins=["builtin", "notes"], storage=storage_dir) as both:
+        assert ("builtin", "notes") == both.plugins
+        assert "notes_count" in {definition.name for definition in both.prepare().definitions}
+    assert ["pegboard"] == scans
+    # The scan never lets an entry point take a built-in name.
+    builtin = {info.name: info for info in host.plugins()}["builtin"]
+    assert ("pegboard", "loaded") == (builtin.distribution, builtin.state)
+
+
+async def test_opening_a_location_reads_no_distribution_metadata(
+    install: Install, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names come from entry_points.txt; METADATA is parsed only when plugins are listed."""
+    import importlib_metadata
+
+    install("notes", NOTES)
+    reads: list[str] = []
+    real = importlib_metadata.Distribution.metadata
+
+    def counting(dist: importlib_metadata.Distribution) -> object:
+        reads.append(str(getattr(dist, "_path", dist)))
+        return real.__get__(dist)
+
+    monkeypatch.setattr(importlib_metadata.Distribution, "metadata", property(counting))
+    host = pegboard.Host()
+    async with host.location(workspace, plugins=["builtin", "notes"], storage=storage_dir):
+        pass
+    assert [] == reads
+    infos = {info.name: info for info in host.plugins()}
+    assert ("notes-plugin", "1.2.3") == (infos["notes"].distribution, infos["notes"].version)
+    assert "pegboard" == infos["builtin"].distribution
+    assert reads
+
+
 async def test_a_plugin_that_fails_to_import_is_recorded_and_harmless(
     install: Install, workspace: Path, storage_dir: Path
 ) -> None:

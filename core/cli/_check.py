@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ("DESCRIPTION", "add", "add_options")
 
@@ -79,6 +82,8 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    import json
+
     try:
         value = json.loads(text)
     except ValueError as error:

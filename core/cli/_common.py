@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import enum
-import logging
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import NoReturn
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+    from typing import NoReturn
 
 __all__ = (
     "Exit",
@@ -16,8 +20,8 @@ __all__ = (
     "UsageError",
     "add_location_options",
     "check_trust",
+    "path",
     "print_error",
-    "quiet_logging",
     "warn",
 )
 
@@ -40,11 +44,37 @@ class Parser(argparse.ArgumentParser):
         # Two plain lines instead of the whole usage block.
         self.exit(Exit.USAGE, f"{self.prog}: error: {message}\nsee '{self.prog} --help'\n")
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # The width argparse would take from shutil.get_terminal_size, without
+        # importing shutil (and the compression modules it imports) for a help text.
+        return self.formatter_class(prog=self.prog, width=terminal_columns() - 2)  # type: ignore[call-arg]
+
+
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: ``$COLUMNS``, else standard output's, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+def path(text: str) -> Path:
+    """``type=`` for a path option; pathlib is imported only when a command runs."""
+    from pathlib import Path
+
+    return Path(text)
+
 
 def add_location_options(command: argparse.ArgumentParser) -> None:
     """``--location``, ``--plugin`` and ``--trust``, for the commands that open a Location."""
     command.add_argument(
-        "--location", "-l", type=Path, default=Path("."), metavar="DIR",
+        "--location", "-l", type=path, default=".", metavar="DIR",
         help="the Location's root directory (default: the current directory)",
     )  # fmt: skip
     command.add_argument(
@@ -88,25 +118,3 @@ def warn(message: object) -> None:
     if text not in _WARNED:
         _WARNED.add(text)
         print(f"pegboard: warning: {text}", file=sys.stderr)
-
-
-class WarningsOnce(logging.Handler):
-    """pegboard's own log warnings as one `warn` line each (tracebacks only with --debug)."""
-
-    def __init__(self, *, debug: bool) -> None:
-        super().__init__(logging.WARNING)
-        self.debug = debug
-
-    def emit(self, record: logging.LogRecord) -> None:
-        warn(record.getMessage())
-        if self.debug and record.exc_info:
-            import traceback
-
-            traceback.print_exception(*record.exc_info)
-
-
-def quiet_logging(arguments: argparse.Namespace) -> None:
-    """Route the ``pegboard`` logger through `warn`: no duplicates, no stray tracebacks."""
-    logger = logging.getLogger("pegboard")
-    logger.handlers[:] = [WarningsOnce(debug=getattr(arguments, "debug", False))]
-    logger.propagate = False

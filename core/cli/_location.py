@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from ._common import Exit, add_location_options, check_trust, warn
 from ._rules import add_permission_options, host_rules
 
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from pegboard import Outcome, Progress, Request, ToolContext, ToolDefinition
 
     from ._call_io import TerminalApprover
@@ -123,9 +125,11 @@ async def _call(
 
 
 def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:
-    from pegboard import thaw
-
     if as_json:
+        import json
+
+        from pegboard import thaw
+
         rows = [
             {
                 "name": definition.name,

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
 
 from . import _check, _location, _new, _permissions, _plugins, _serve
-from ._common import Exit, Parser, UsageError, print_error, quiet_logging
+from ._common import Exit, Parser, UsageError, print_error
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 __all__ = ("build_parser", "main")
 
 # Each module adds its commands with `add(commands)` and sets `run` on them.
-# Modules import only the standard library at the top: `pegboard --help`
-# must stay cheap.
+# Modules import only argparse, enum, os and sys at the top, and typing only
+# for the type checker: `pegboard --help` must stay cheap (bench_startup.py).
 _COMMANDS = (_plugins, _location, _serve, _permissions, _check, _new)
 
 
@@ -35,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the command line and exit with its status."""
     arguments = build_parser().parse_args(argv)
+    from ._log import quiet_logging  # logging is imported once a command runs
+
     quiet_logging(arguments)
     try:
         status = _run(arguments)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import string
-from pathlib import Path
-from typing import Any
 
-from ._common import Exit, UsageError
+from ._common import Exit, UsageError, path
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 __all__ = ("add", "write_plugin")
 
@@ -125,7 +128,7 @@ def add(commands: Any) -> None:
     )
     plugin.add_argument("name", metavar="NAME", help="the plugin's name: lowercase, e.g. notes")
     plugin.add_argument(
-        "--directory", type=Path, default=Path("."), metavar="DIR",
+        "--directory", type=path, default=".", metavar="DIR",
         help="where to write pegboard-NAME/ (default: the current directory)",
     )  # fmt: skip
     plugin.set_defaults(run=run)
@@ -161,8 +164,10 @@ def write_plugin(name: str, directory: Path) -> Path:
         "tests/test_conformance.py": _TEST,
         "README.md": _README,
     }
+    import string
+
     for relative, template in files.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(string.Template(template).substitute(values), encoding="utf-8")
+        file = folder / relative
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(string.Template(template).substitute(values), encoding="utf-8")
     return folder

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ._common import Exit, UsageError
+from ._common import Exit, UsageError, path
 
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from pegboard import SavedApproval
 
 __all__ = ("add",)
@@ -24,7 +25,7 @@ def add(commands: Any) -> None:
         "request each came from; --revoke forgets some of them.",
     )
     permissions.add_argument(
-        "--location", "-l", type=Path, default=Path("."), metavar="DIR",
+        "--location", "-l", type=path, default=".", metavar="DIR",
         help="the Location's root directory (default: the current directory)",
     )  # fmt: skip
     revoke = permissions.add_mutually_exclusive_group()
@@ -55,6 +56,8 @@ async def _permissions(arguments: argparse.Namespace) -> int:
         if chosen:
             await service.revoke(*chosen)
         if arguments.json:
+            import json
+
             rows = [_row(number, approval) for number, approval in enumerate(approvals, 1)]
             print(json.dumps({"approvals": rows, "revoked": [
                 approvals.index(approval) + 1 for approval in chosen

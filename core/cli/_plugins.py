@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
 from ._common import Exit
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ("add",)
 
@@ -22,6 +25,8 @@ def run(arguments: argparse.Namespace) -> int:
 
     infos = Host().plugins(load=True)
     if arguments.json:
+        import json
+
         rows = [
             {
                 "name": info.name,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ._common import UsageError
+from ._common import UsageError, path
 
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+    from typing import Any
+
     from pegboard import PermissionRule
 
 __all__ = ("add_permission_options", "host_rules", "parse_rule")
@@ -80,7 +83,7 @@ def host_rules(arguments: argparse.Namespace) -> list[PermissionRule]:
     rules: list[PermissionRule] = []
     for kind, value in getattr(arguments, DEST, None) or []:
         if kind == "file":
-            rules.extend(_read_file(Path(value)))
+            rules.extend(_read_file(path(value)))
         else:
             rules.append(parse_rule(value, kind))
     return rules

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import secrets
-import signal
 import sys
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-from ._common import Exit, UsageError, add_location_options, check_trust, print_error, warn
+from ._common import (
+    Exit,
+    UsageError,
+    add_location_options,
+    check_trust,
+    path,
+    print_error,
+    warn,
+)
 from ._rules import add_permission_options, host_rules
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+    from typing import Any
 
 __all__ = ("add",)
 
@@ -47,7 +56,7 @@ def add(commands: Any) -> None:
         "--port", type=int, default=8000, metavar="N", help="the HTTP port (default: 8000)"
     )
     serve.add_argument(
-        "--token-file", type=Path, metavar="PATH",
+        "--token-file", type=path, metavar="PATH",
         help="the bearer token HTTP clients must send, read from PATH (created with a new "
         "token, mode 0600, when missing); default: a new token in a new file",
     )  # fmt: skip
@@ -60,7 +69,9 @@ def add(commands: Any) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    import contextlib
     import importlib.util
+    import signal
 
     import anyio
 
@@ -75,7 +86,7 @@ def run(arguments: argparse.Namespace) -> int:
     # a token file made for this run is removed.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with _token(arguments) as token:
+        with contextlib.contextmanager(_token)(arguments) as token:
             return anyio.run(_serve_location, arguments, rules, token)
     except OSError as error:  # a port already in use, say
         if isinstance(error, NotADirectoryError):
@@ -88,9 +99,10 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-@contextlib.contextmanager
 def _token(arguments: argparse.Namespace) -> Iterator[str | None]:
     """The bearer token for HTTP: read, or made and written to a new 0600 file."""
+    import secrets
+
     if arguments.transport != "http":
         yield None
         return
