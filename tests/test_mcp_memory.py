@@ -111,6 +111,8 @@ class Connected:
     ) -> None:
         self.names = names
         self.call = call
+        #: The permission questions the client was asked.
+        self.asked: list[str] = []
 
 
 def _result(content: list[Any], is_error: bool, structured: Any) -> Result:
@@ -124,7 +126,10 @@ async def connect(
 ) -> AsyncIterator[Connected]:
     """Connect a client of ``kind``; it answers permission questions with ``answer``."""
 
+    asked: list[str] = []
+
     async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
         if answer is None:
             return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept", content=answer)
@@ -133,6 +138,7 @@ async def connect(
         import fastmcp
 
         async def handler(message: str, kind: object, params: object, context: object) -> Any:
+            asked.append(message)
             return answer if answer is not None else types.ElicitResult(action="decline")
 
         client = fastmcp.Client(
@@ -147,7 +153,9 @@ async def connect(
                 got = await client.call_tool(name, arguments, raise_on_error=False)
                 return _result(got.content, got.is_error, got.structured_content)
 
-            yield Connected(names, call)
+            connected = Connected(names, call)
+            connected.asked = asked
+            yield connected
         return
 
     @asynccontextmanager
@@ -173,7 +181,9 @@ async def connect(
             got = await opened.call_tool(name, arguments)
             return _result(got.content, got.is_error, got.structured_content)
 
-        yield Connected(names, call)
+        connected = Connected(names, call)
+        connected.asked = asked
+        yield connected
 
 
 def transport_of(location: pegboard.Location, kind: str) -> pegboard.mcp.InMemoryTransport:
@@ -324,17 +334,17 @@ async def test_law_host_authority_in_memory_clients_do_not_approve_their_own_req
     """
     async with connect(kind, transport_of(served, kind), {"decision": "always"}) as client:
         result = await client.call("launch", {})
-    assert (True, []) == (result.is_error, calls.launched)
+    assert (True, [], []) == (result.is_error, calls.launched, client.asked)
     assert "--allow launch:moon" in result.text
 
 
 @pytest.mark.parametrize(("kind", "anyio_backend"), CLIENTS)
 @pytest.mark.parametrize(
-    ("client_approval", "rules", "ran"),
+    ("approver", "rules", "asked", "ran"),
     [
-        (True, [], True),
-        (True, [{"action": "launch", "resource": "*", "effect": "deny"}], False),
-        (None, [], False),
+        ("client-approval", [], ["Allow launch on moon?"], True),
+        ("client-approval", [{"action": "launch", "resource": "*", "effect": "deny"}], [], False),
+        ("none", [], [], False),
     ],
     ids=["client-approval", "denied", "no-approver"],
 )
@@ -343,25 +353,31 @@ async def test_law_host_authority_in_memory_answers_only_what_the_host_lets_ask(
     workspace: Path,
     calls: Calls,
     kind: str,
-    client_approval: bool | None,
+    approver: str,
     rules: list[dict[str, str]],
+    asked: list[str],
     ran: bool,
 ) -> None:
-    """A client's "always" runs the call only when the host lets clients approve, is
-    never saved, cannot lift a deny rule, and a Location with no approver refuses.
+    """A client's "always" runs calls only when the host lets clients approve, holds in
+    memory and is never saved; it cannot lift a deny rule, and with no approver at all
+    the request is refused.
     """
     from pegboard._permissions import default_approvals_file
 
-    approver = (
-        None if client_approval is None else pegboard.mcp.ClientApprover(client_approval=True)
-    )
     async with host.location(
-        workspace, plugins=[], permissions=rules, approver=approver
+        workspace,
+        plugins=[],
+        permissions=rules,
+        approver=pegboard.mcp.ClientApprover(client_approval=True)
+        if approver == "client-approval"
+        else None,
     ) as location:
         calls.register(location)
         async with connect(kind, transport_of(location, kind), {"decision": "always"}) as client:
-            result = await client.call("launch", {})
-    assert (not ran, ["moon"] if ran else []) == (result.is_error, calls.launched)
+            first = await client.call("launch", {})
+            second = await client.call("launch", {})
+    assert (not ran, not ran) == (first.is_error, second.is_error)
+    assert (["moon", "moon"] if ran else [], asked) == (calls.launched, client.asked)
     assert not default_approvals_file(workspace).exists()
 
 
