@@ -200,6 +200,32 @@ async def test_sync_invoke_from_worker_threads_runs_in_parallel(
     assert {"call_a", "call_b"} == {m.artifact.call.call_id for m in answers.values()}
 
 
+async def test_law_durable_identity_through_a_sync_create_agent(
+    location: pegboard.Location, anyio_backend: str
+) -> None:
+    """LangChain's agent run synchronously in a worker thread, on either backend: its
+    parallel calls reach the Location's loop, one outcome per call, each with its ID.
+    """
+    board = Board()
+    location.tools.register(board.tools())
+    outcomes: list[pegboard.Outcome] = []
+    calls = [_call("meet", {"word": "a"}, "call_a"), _call("meet", {"word": "b"}, "call_b")]
+    model = ToolCallingFakeModel(
+        messages=iter([AIMessage("", tool_calls=calls), AIMessage("done")])
+    )
+    agent = create_agent(model, tools(location, on_outcome=outcomes.append))
+
+    def run() -> Any:
+        config = {"configurable": {"thread_id": "thread-2"}}
+        return agent.invoke({"messages": [HumanMessage("go")]}, config)
+
+    result = await anyio.to_thread.run_sync(run)
+
+    assert "done" == result["messages"][-1].content
+    assert ["call_a", "call_b"] == sorted(o.call.call_id for o in outcomes if o.call)
+    assert {"thread-2"} == {c.session_id for c in board.contexts}
+
+
 async def test_sync_invoke_in_the_loop_thread_says_to_use_ainvoke(
     location: pegboard.Location, anyio_backend: str
 ) -> None:
