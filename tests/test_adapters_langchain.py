@@ -11,6 +11,7 @@ import anyio.to_thread
 import pydantic
 import pytest
 from adapter_tools import PNG, WORD, Board
+from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -48,6 +49,13 @@ async def _agent_loop(location: pegboard.Location, model: GenericFakeChatModel) 
         messages += answers
 
 
+class ToolCallingFakeModel(GenericFakeChatModel):
+    """LangChain's fake chat model, bindable to tools as an agent binds its model."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
 class TestOnAsyncio:
     """LangChain's async tools run on asyncio only."""
 
@@ -74,6 +82,51 @@ class TestOnAsyncio:
         ]
         assert ["call_a", "call_b"] == [m.artifact.call.call_id for m in answers]
         assert {("s-1", "langchain")} == {(c.session_id, c.agent) for c in board.contexts}
+
+    async def test_law_durable_identity_through_create_agent(
+        self, location: pegboard.Location
+    ) -> None:
+        """LangChain's own agent runs two calls at once: one outcome per call, each with
+        the call's ID, and the LangGraph thread as the session.
+        """
+        board = Board()
+        location.tools.register(board.tools())
+        outcomes: list[pegboard.Outcome] = []
+        calls = [_call("meet", {"word": "a"}, "call_a"), _call("meet", {"word": "b"}, "call_b")]
+        model = ToolCallingFakeModel(
+            messages=iter([AIMessage("", tool_calls=calls), AIMessage("done")])
+        )
+        agent = create_agent(model, tools(location, on_outcome=outcomes.append))
+
+        result = await agent.ainvoke(
+            {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "thread-1"}}
+        )
+
+        messages = result["messages"]
+        assert "done" == messages[-1].content
+        answers = [m for m in messages if isinstance(m, ToolMessage)]
+        assert [("call_a", "met a"), ("call_b", "met b")] == sorted(
+            (m.tool_call_id, m.content) for m in answers
+        )
+        assert ["call_a", "call_b"] == sorted(o.call.call_id for o in outcomes if o.call)
+        assert {("thread-1", "langchain")} == {(c.session_id, c.agent) for c in board.contexts}
+
+    async def test_cancellation_propagates_through_create_agent(
+        self, location: pegboard.Location
+    ) -> None:
+        """Cancelling the agent's run cancels the tool and runs its cleanup; no outcome."""
+        board = Board()
+        location.tools.register(board.tools())
+        outcomes: list[pegboard.Outcome] = []
+        model = ToolCallingFakeModel(
+            messages=iter([AIMessage("", tool_calls=[_call("hang", {}, "c1")]), AIMessage("x")])
+        )
+        agent = create_agent(model, tools(location, on_outcome=outcomes.append))
+        with anyio.move_on_after(0.5) as scope:
+            await agent.ainvoke({"messages": [HumanMessage("go")]})
+        assert scope.cancelled_caught
+        assert board.cleaned_up.is_set()
+        assert [] == outcomes
 
     async def test_failures_are_error_tool_messages(self, location: pegboard.Location) -> None:
         """ToolFailure and invalid input: status="error", pegboard's words, the outcome."""
@@ -145,6 +198,32 @@ async def test_sync_invoke_from_worker_threads_runs_in_parallel(
             group.start_soon(anyio.to_thread.run_sync, run, word)
     assert {"a": "met a", "b": "met b"} == {word: m.content for word, m in answers.items()}
     assert {"call_a", "call_b"} == {m.artifact.call.call_id for m in answers.values()}
+
+
+async def test_law_durable_identity_through_a_sync_create_agent(
+    location: pegboard.Location, anyio_backend: str
+) -> None:
+    """LangChain's agent run synchronously in a worker thread, on either backend: its
+    parallel calls reach the Location's loop, one outcome per call, each with its ID.
+    """
+    board = Board()
+    location.tools.register(board.tools())
+    outcomes: list[pegboard.Outcome] = []
+    calls = [_call("meet", {"word": "a"}, "call_a"), _call("meet", {"word": "b"}, "call_b")]
+    model = ToolCallingFakeModel(
+        messages=iter([AIMessage("", tool_calls=calls), AIMessage("done")])
+    )
+    agent = create_agent(model, tools(location, on_outcome=outcomes.append))
+
+    def run() -> Any:
+        config = {"configurable": {"thread_id": "thread-2"}}
+        return agent.invoke({"messages": [HumanMessage("go")]}, config)
+
+    result = await anyio.to_thread.run_sync(run)
+
+    assert "done" == result["messages"][-1].content
+    assert ["call_a", "call_b"] == sorted(o.call.call_id for o in outcomes if o.call)
+    assert {"thread-2"} == {c.session_id for c in board.contexts}
 
 
 async def test_sync_invoke_in_the_loop_thread_says_to_use_ainvoke(

@@ -108,6 +108,34 @@ async def test_failures_and_invalid_input_reach_the_model(location: pegboard.Loc
     assert said["call_m"].startswith("Error: invalid input for tool 'meet': $.word")
 
 
+async def test_malformed_arguments_are_answered_and_the_run_goes_on(
+    location: pegboard.Location,
+) -> None:
+    """Arguments a careless model sends — not JSON, not an object — become invalid-input
+    errors the model reads; no call runs the tool, and the run finishes.
+    """
+    board = Board()
+    location.tools.register(board.tools())
+    outcomes: list[pegboard.Outcome] = []
+    model = ScriptedModel(
+        [
+            [
+                function_call("meet", '{"word": ', call_id="call_cut"),
+                function_call("meet", "[1, 2]", call_id="call_list"),
+            ],
+            [assistant_message("ok")],
+        ]
+    )
+    agent = Agent(name="a", model=model, tools=function_tools(location, on_outcome=outcomes.append))
+    result = await Runner.run(agent, "go")
+    assert "ok" == result.final_output
+    said = _outputs(model, 1)
+    assert {"call_cut", "call_list"} == set(said)
+    assert all(text.startswith("Error: ") for text in said.values())
+    assert ["invalid_input"] * 2 == [o.error.kind for o in outcomes]  # type: ignore[union-attr]
+    assert [] == board.contexts
+
+
 async def test_media_is_sent_as_an_input_image(location: pegboard.Location) -> None:
     location.tools.register(Board().tools())
     model = ScriptedModel([[function_call("picture", {}, call_id="c")], [assistant_message("ok")]])

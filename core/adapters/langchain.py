@@ -181,7 +181,10 @@ class PegboardTool(BaseTool):
     def _run(
         self,
         run_manager: CallbackManagerForToolRun | None = None,
-        config: RunnableConfig | None = None,
+        *,
+        # Exactly RunnableConfig: LangChain passes the run's config only to a
+        # parameter annotated with that type (not an Optional of it).
+        config: RunnableConfig,
         **arguments: Any,
     ) -> Any:
         call = self._call(arguments, run_manager, config)
@@ -190,7 +193,10 @@ class PegboardTool(BaseTool):
     async def _arun(
         self,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
-        config: RunnableConfig | None = None,
+        *,
+        # Exactly RunnableConfig: LangChain passes the run's config only to a
+        # parameter annotated with that type (not an Optional of it).
+        config: RunnableConfig,
         **arguments: Any,
     ) -> Any:
         call = self._call(arguments, run_manager, config)
@@ -206,11 +212,11 @@ class PegboardTool(BaseTool):
         self,
         arguments: dict[str, Any],
         run_manager: CallbackManagerForToolRun | AsyncCallbackManagerForToolRun | None,
-        config: RunnableConfig | None,
+        config: RunnableConfig,
     ) -> pegboard.ToolCall:
         binding = self._binding
         call_id = _CALL_ID.get() or fresh_id("langchain")
-        thread = ((config or {}).get("configurable") or {}).get("thread_id")
+        thread = (config.get("configurable") or {}).get("thread_id")
         parent = run_manager.parent_run_id if run_manager is not None else None
         context = pegboard.ToolContext(
             session_id=str(thread) if thread is not None else binding.session_id,
