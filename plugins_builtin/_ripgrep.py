@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -261,21 +262,55 @@ async def run(
             )
 
         process = await anyio.to_thread.run_sync(start)
+        pump = _Pump(process, separator, consume)
         try:
             # On cancellation the thread is left behind, rg is killed below,
             # and the thread then reads the end of the pipe and stops.
-            await anyio.to_thread.run_sync(
-                _pump, process, separator, consume, abandon_on_cancel=True
-            )
+            await anyio.to_thread.run_sync(pump.run, abandon_on_cancel=True)
             done.returncode = await anyio.to_thread.run_sync(process.wait)
         finally:
             if process.poll() is None:
                 process.kill()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(process.wait)
+            # A cancellation can land before the pump's thread starts: then no
+            # thread will ever close the pipe, so it is closed here.
+            pump.forgo()
         errors.seek(0)
         done.stderr = errors.read(_STDERR).decode("utf-8", "replace").strip()
     return done
+
+
+class _Pump:
+    """Reads rg's output in a worker thread; exactly one side closes the pipe."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        separator: bytes,
+        consume: Callable[[list[bytes | Long]], None],
+    ) -> None:
+        self._process = process
+        self._separator = separator
+        self._consume = consume
+        self._lock = threading.Lock()
+        self._state = "waiting"  # then "running" (the thread closes) or "forgone"
+
+    def run(self) -> None:
+        with self._lock:
+            if self._state == "forgone":
+                return
+            self._state = "running"
+        _pump(self._process, self._separator, self._consume)
+
+    def forgo(self) -> None:
+        """Close the pipe unless the thread has taken it (the thread closes it then)."""
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "forgone"
+                stdout = self._process.stdout
+                if stdout is not None:
+                    stdout.close()
 
 
 def _pump(

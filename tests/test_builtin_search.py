@@ -7,6 +7,7 @@ import functools
 import importlib.metadata
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -440,6 +441,30 @@ async def test_cancelling_a_grep_kills_ripgrep(
             group.cancel_scope.cancel()
     assert not scope.cancelled_caught
     assert not running(pid)
+
+
+async def test_a_grep_cancelled_before_its_reader_starts_closes_the_pipe(
+    location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancellation landing while rg starts: no reader thread ever runs, so the
+    pipe is closed by the call itself (else it would leak until collected)."""
+    started: list[subprocess.Popen[bytes]] = []
+    popen = subprocess.Popen
+
+    def slow_popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        process = popen(*args, **kwargs)
+        started.append(process)
+        time.sleep(0.3)  # the cancellation lands meanwhile
+        return process
+
+    monkeypatch.setattr(_ripgrep.subprocess, "Popen", slow_popen)
+    with anyio.move_on_after(0.05) as scope:
+        await call(location, "grep", pattern="x")
+    assert scope.cancelled_caught
+    [process] = started
+    assert process.stdout is not None
+    assert process.stdout.closed
+    assert process.returncode is not None
 
 
 async def test_cancelling_a_grep_on_a_big_tree_stops_it(
