@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio.to_thread
@@ -136,10 +137,22 @@ class ManagedStorage:
 
     def save_sync(self, data: bytes) -> Path:
         """`save`, blocking: for code already running in a worker thread."""
+        return self.save_chunks_sync((data,))
+
+    def save_chunks_sync(self, chunks: Iterable[bytes]) -> Path:
+        """`save_sync` of the concatenated ``chunks``, written as they come.
+
+        A large output is written without a whole encoded copy: the caller
+        encodes one chunk at a time. An exception raised by ``chunks`` deletes
+        the file and propagates unchanged.
+        """
         descriptor, path = self.create_sync()
+        size = 0
         try:
             with os.fdopen(descriptor, "wb") as file:
-                file.write(data)
+                for chunk in chunks:
+                    file.write(chunk)
+                    size += len(chunk)
                 file.flush()
                 # A preview that names the file is a promise the file holds it all.
                 os.fsync(file.fileno())
@@ -147,7 +160,7 @@ class ManagedStorage:
         except OSError as error:
             path.unlink(missing_ok=True)  # never leave a half-written file behind
             raise RetentionError(
-                f"cannot retain {len(data):,} bytes of tool output in {path}: {error.strerror}"
+                f"cannot retain tool output in {path} ({size:,} bytes written): {error.strerror}"
             ) from error
         except BaseException:
             path.unlink(missing_ok=True)
