@@ -21,6 +21,8 @@ __all__ = (
     "ToolError",
 )
 
+_new, _set = object.__new__, object.__setattr__
+
 ErrorKind: TypeAlias = Literal[
     "unknown_tool",
     "unavailable",
@@ -56,12 +58,21 @@ class CallIdentity:
     @classmethod
     def of(cls, context: ToolContext) -> CallIdentity:
         """The identity carried by a runner's context."""
-        return cls(
-            session_id=context.session_id,
-            agent=context.agent,
-            message_id=context.message_id,
-            call_id=context.call_id,
-        )
+        # Once per call: set the four fields directly (what attrs' __init__ does,
+        # without its keyword handling). A subclass goes through its __init__.
+        if cls is not CallIdentity:
+            return cls(
+                session_id=context.session_id,
+                agent=context.agent,
+                message_id=context.message_id,
+                call_id=context.call_id,
+            )
+        identity = _new(cls)
+        _set(identity, "session_id", context.session_id)
+        _set(identity, "agent", context.agent)
+        _set(identity, "message_id", context.message_id)
+        _set(identity, "call_id", context.call_id)
+        return identity
 
 
 @attrs.frozen
@@ -111,3 +122,19 @@ class Failed:
 
 
 Outcome: TypeAlias = Completed | Failed
+
+
+def settled(
+    output: Any, content: tuple[ContentItem, ...], call: CallIdentity, name: str
+) -> Completed:
+    """``Completed(output, content, call=call, name=name)`` for the pipeline's short path.
+
+    ``output`` is frozen as the converter would; ``content`` is already canonical.
+    """
+    outcome = _new(Completed)
+    _set(outcome, "output", freeze(output))
+    _set(outcome, "content", content)
+    _set(outcome, "metadata", None)
+    _set(outcome, "call", call)
+    _set(outcome, "name", name)
+    return outcome

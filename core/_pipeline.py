@@ -14,7 +14,7 @@ import orjson
 
 from ._bounding import InvalidText, OutputLimits, bound_content, bound_text, fits
 from ._codec import MAX_DEPTH, AttrsCodec, check_encoded, encode
-from ._content import ContentItem, Text, normalize_content
+from ._content import ContentItem, Text, normalize_content, text_of_str
 from ._errors import CodecError, ToolFailure
 from ._json import (
     TooLarge,
@@ -26,7 +26,16 @@ from ._json import (
     iter_strings,
     loads,
 )
-from ._outcome import CallIdentity, Completed, ErrorKind, Failed, Outcome, ToolCall, ToolError
+from ._outcome import (
+    CallIdentity,
+    Completed,
+    ErrorKind,
+    Failed,
+    Outcome,
+    ToolCall,
+    ToolError,
+    settled,
+)
 from ._plugins import PluginError
 from ._storage import ManagedStorage
 from ._tool import RECORDER, ProgressRecorder, Tool, ToolResponse
@@ -187,7 +196,7 @@ class Pipeline:
             return None  # an integer beyond 64 bits: written exactly by the general path
         if len(data) > self.limits.max_bytes:
             return None
-        return Completed(output, (Text(data.decode()),), call=identity, name=name)
+        return settled(output, (text_of_str(data.decode()),), identity, name)
 
     def read_input(self, raw: object) -> Any:
         """Raw provider input as the tool's own plain JSON, within the size and depth limits.
