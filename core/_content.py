@@ -85,14 +85,6 @@ class EmbeddedResource:
 
 ContentItem: TypeAlias = Text | Image | Audio | ResourceLink | EmbeddedResource
 _ITEM_TYPES = (Text, Image, Audio, ResourceLink, EmbeddedResource)
-_new, _set = object.__new__, object.__setattr__
-
-
-def text_of_str(text: str) -> Text:
-    """``Text(text)`` for a value that is a ``str`` by construction (no validator run)."""
-    item = _new(Text)
-    _set(item, "text", text)
-    return item
 
 
 def normalize_content(content: object) -> tuple[ContentItem, ...]:

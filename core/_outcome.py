@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from ._content import ContentItem
+from ._content import ContentItem, Text
 from ._json import freeze
 from ._tool import ToolContext
 
@@ -124,16 +124,16 @@ class Failed:
 Outcome: TypeAlias = Completed | Failed
 
 
-def settled(
-    output: Any, content: tuple[ContentItem, ...], call: CallIdentity, name: str
-) -> Completed:
-    """``Completed(output, content, call=call, name=name)`` for the pipeline's short path.
+def settled(output: Any, text: str, call: CallIdentity, name: str) -> Completed:
+    """``Completed(output, (Text(text),), call=call, name=name)`` for the pipeline's short path.
 
-    ``output`` is frozen as the converter would; ``content`` is already canonical.
+    ``output`` is frozen as the converter would; ``text`` is a ``str`` by construction.
     """
+    item = _new(Text)
+    _set(item, "text", text)
     outcome = _new(Completed)
     _set(outcome, "output", freeze(output))
-    _set(outcome, "content", content)
+    _set(outcome, "content", (item,))
     _set(outcome, "metadata", None)
     _set(outcome, "call", call)
     _set(outcome, "name", name)

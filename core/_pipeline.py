@@ -14,7 +14,7 @@ import orjson
 
 from ._bounding import InvalidText, OutputLimits, bound_content, bound_text, fits
 from ._codec import MAX_DEPTH, AttrsCodec, check_encoded, encode
-from ._content import ContentItem, Text, normalize_content, text_of_str
+from ._content import ContentItem, Text, normalize_content
 from ._errors import CodecError, ToolFailure
 from ._json import (
     TooLarge,
@@ -45,6 +45,7 @@ __all__ = ("AfterHook", "ExecuteEvent", "Pipeline")
 logger = logging.getLogger("pegboard")
 
 _KINDS = frozenset(get_args(ErrorKind))
+_new = object.__new__
 
 
 @attrs.frozen
@@ -110,7 +111,9 @@ class Pipeline:
             )
         # The tool gets the runner's own context; its progress is recorded here.
         context = call.context
-        recorder = ProgressRecorder(context)
+        recorder = _new(ProgressRecorder)  # two slots, set without an __init__ call
+        recorder.context = context
+        recorder.last = ()
         token = RECORDER.set(recorder)
         failure: ToolFailure | None = None
         # No broad except here: cancellation and defects propagate unchanged.
@@ -196,7 +199,7 @@ class Pipeline:
             return None  # an integer beyond 64 bits: written exactly by the general path
         if len(data) > self.limits.max_bytes:
             return None
-        return settled(output, (text_of_str(data.decode()),), identity, name)
+        return settled(output, data.decode(), identity, name)
 
     def read_input(self, raw: object) -> Any:
         """Raw provider input as the tool's own plain JSON, within the size and depth limits.
