@@ -253,6 +253,9 @@ def _retain(texts: list[str], limits: OutputLimits, storage: ManagedStorage) -> 
         path = storage.save_sync(b"".join(_encoded(texts, sample)))
     else:
         path = storage.save_chunks_sync(_encoded(texts, sample))
+    if sample.size <= sample.keep:  # the head holds it all: no second copy for the tail
+        data = bytes(sample.head)
+        return path, _preview(data, data, 0, sample.size, sample.newlines, limits, path)
     tail = sample.tail()
     return path, _preview(
         bytes(sample.head),
