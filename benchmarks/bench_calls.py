@@ -43,7 +43,7 @@ from typing_extensions import TypedDict  # pydantic refuses typing.TypedDict bef
 import pegboard
 
 TOOLS_IN_SNAPSHOT = 10_000
-BIG_TEXT_BYTES = 50 * 1024 * 1024
+HUNDRED_KB_TEXT = "x" * 99 + "\n"
 PACKAGES = (
     "pegboard",
     "attrs",
@@ -129,10 +129,32 @@ class Settings:
     prepare_rounds: int
     prepare_repeats: int
     bounding_rounds: int
+    #: Sizes of the large results bounded, in MiB.
+    bounding_mib: tuple[int, ...]
+    #: Calls of 100 KB results run one after another, then all at once.
+    concurrent_calls: int
 
 
-FULL = Settings("full", 30, 1000, prepare_rounds=7, prepare_repeats=5, bounding_rounds=5)
-QUICK = Settings("quick", 3, 200, prepare_rounds=2, prepare_repeats=2, bounding_rounds=1)
+FULL = Settings(
+    "full",
+    30,
+    1000,
+    prepare_rounds=7,
+    prepare_repeats=5,
+    bounding_rounds=5,
+    bounding_mib=(50, 200),
+    concurrent_calls=1000,
+)
+QUICK = Settings(
+    "quick",
+    3,
+    200,
+    prepare_rounds=2,
+    prepare_repeats=2,
+    bounding_rounds=1,
+    bounding_mib=(8,),
+    concurrent_calls=50,
+)
 
 
 @attrs.frozen
@@ -494,36 +516,50 @@ class Bounding:
 
 
 async def bench_bounding(
-    request: pegboard.Request, text: str, storage: Path, scratch: Path, settings: Settings
+    request: pegboard.Request, text: str, storage: Path, scratch: Path, rounds: int
 ) -> Bounding:
+    """Bound ``text`` (returned by the tool ``emit``) against writing it with Python.
+
+    The peer is what a user's own code pays to put a ``str`` in a file,
+    ``Path.write_text`` (encode + write); writing bytes already encoded and the
+    same write followed by ``fsync`` (managed files are fsynced) are shown too.
+    """
     call = pegboard.ToolCall("emit", "{}", CONTEXT)
     data = text.encode("utf-8")
+    size = len(data)
     plain = scratch / "plain.txt"
-    samples: dict[str, list[float]] = {"bound": [], "write": [], "encode_write": []}
+    samples: dict[str, list[float]] = {key: [] for key in ("bound", "write", "write_text", "fsync")}
 
     def write_bytes() -> None:
         with plain.open("wb") as file:
             file.write(data)
 
-    def encode_and_write() -> None:
-        with plain.open("wb") as file:
-            file.write(text.encode("utf-8"))
+    def write_text() -> None:
+        plain.write_text(text, encoding="utf-8")
 
-    check_bounded(await request.execute(call), storage)  # creates the storage directory
-    for _ in range(settings.bounding_rounds):
+    def write_text_fsync() -> None:
+        with plain.open("w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+
+    check_bounded(await request.execute(call), storage, size)  # creates the storage directory
+    baselines = (("write", write_bytes), ("write_text", write_text), ("fsync", write_text_fsync))
+    for _ in range(rounds):
         settle()
         with collector_paused():
             start = perf_counter_ns()
             outcome = await request.execute(call)
             samples["bound"].append((perf_counter_ns() - start) / 1e6)
-        check_bounded(outcome, storage)
-        for key, baseline in (("write", write_bytes), ("encode_write", encode_and_write)):
+        check_bounded(outcome, storage, size)
+        for key, baseline in baselines:
             settle()
             with collector_paused():
                 start = perf_counter_ns()
                 baseline()
                 samples[key].append((perf_counter_ns() - start) / 1e6)
             plain.unlink()
+    data = b""  # released: the peak below counts only what the call allocates
     # Peak of what the call allocates on top of the text the tool already holds.
     gc.collect()
     tracemalloc.start()
@@ -531,20 +567,58 @@ async def bench_bounding(
     outcome = await request.execute(call)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    check_bounded(outcome, storage)
+    check_bounded(outcome, storage, size)
     stall = await longest_stall(request, call)
-    check_bounded(None, storage)
-    mib = f"{len(data) // 2**20} MiB"
+    check_bounded(None, storage, size)
+    mib = f"{size // 2**20} MiB"
     labels = {
-        "bound": f"bounding: execute() of a tool returning {mib} of text",
-        "write": f"bounding: plain write of the same {mib} (bytes) to a file",
-        "encode_write": f"bounding: plain UTF-8 encode + write of the same {mib}",
+        "bound": f"bounding {mib}: execute() of a tool returning it as text",
+        "write": f"bounding {mib}: plain write of the bytes, already encoded",
+        "write_text": f"bounding {mib}: Path.write_text of the str (encode + write)",
+        "fsync": f"bounding {mib}: the same write_text, then fsync",
     }
     return Bounding(
-        {key: Figure(labels[key], tuple(samples[key]), "ms") for key in labels},
-        (peak - before) / len(data),
+        {f"{key}_{mib}": Figure(labels[key], tuple(samples[key]), "ms") for key in labels},
+        (peak - before) / size,
         stall,
     )
+
+
+async def bench_concurrent(
+    request: pegboard.Request, storage: Path, calls: int, rounds: int
+) -> dict[str, Figure]:
+    """``calls`` tools each returning 100 KB, one after another and all at once.
+
+    Each result is retained (a file written and fsynced) and previewed.
+    """
+    batch = [pegboard.ToolCall("hundred_kb", "{}", context(index)) for index in range(calls)]
+    samples: dict[str, list[float]] = {"sequential": [], "concurrent": []}
+
+    async def sequential() -> list[pegboard.Outcome]:
+        return [await request.execute(call) for call in batch]
+
+    runs = {"sequential": sequential, "concurrent": lambda: request.execute_all(batch)}
+    for round_ in range(rounds):
+        for key in sorted(runs, reverse=bool(round_ % 2)):
+            settle()
+            with collector_paused():
+                start = perf_counter_ns()
+                outcomes = await runs[key]()
+                samples[key].append((perf_counter_ns() - start) / 1e6)
+            assert all(isinstance(outcome, pegboard.Completed) for outcome in outcomes)
+            remove_retained(storage, calls)
+    label = f"{calls:,} calls each returning 100 KB of text (retained)"
+    return {
+        key: Figure(f"bounding: {label}, {key}", tuple(values), "ms")
+        for key, values in samples.items()
+    }
+
+
+def remove_retained(storage: Path, expected: int) -> None:
+    files = list(storage.iterdir())
+    assert len(files) == expected, len(files)
+    for path in files:
+        path.unlink()
 
 
 def settle() -> None:
@@ -578,7 +652,7 @@ async def longest_stall(request: pegboard.Request, call: pegboard.ToolCall) -> f
     return max(longest / 1e6 - tick * 1000, 0.0)
 
 
-def check_bounded(outcome: pegboard.Outcome | None, storage: Path) -> None:
+def check_bounded(outcome: pegboard.Outcome | None, storage: Path, size: int) -> None:
     """Check the preview and the one retained file, then delete the file."""
     files = list(storage.iterdir())
     if outcome is not None:
@@ -587,7 +661,7 @@ def check_bounded(outcome: pegboard.Outcome | None, storage: Path) -> None:
         assert isinstance(preview, pegboard.Text)
         assert len(preview.text.encode("utf-8")) <= pegboard.OutputLimits().max_bytes
         assert len(files) == 1, files
-        assert files[0].stat().st_size == BIG_TEXT_BYTES, files
+        assert files[0].stat().st_size == size, files
     for path in files:
         path.unlink()
 
@@ -664,7 +738,7 @@ def compared(
     return Target(label, paired(ours, theirs, combine), best, limit, unit)
 
 
-def against_targets(figures: dict[str, Figure], bound: Bounding) -> list[Target]:
+def call_targets(figures: dict[str, Figure]) -> list[Target]:
     ratio, gap = operator.truediv, operator.sub
     targets: list[Target] = []
     limits = {"agents": 0.8, "mcp": 0.4}
@@ -685,30 +759,80 @@ def against_targets(figures: dict[str, Figure], bound: Bounding) -> list[Target]
         "µs",
     )
     targets.append(ten_kb)
-    for key in ("prepare_first", "prepare_again"):
-        figure = figures[key]
-        targets.append(Target(figure.label, figure.median, figure.best, 1, "ms", strict=True))
-    bounding, write, encode_write = figures["bound"], figures["write"], figures["encode_write"]
-    targets += [
-        compared("bounding time / plain write", bounding, write, ratio, 2, "x"),
-        compared("bounding time / plain encode + write", bounding, encode_write, ratio, None, "x"),
-        Target("bounding peak allocation / text size", bound.peak_ratio, bound.peak_ratio, 3, "x"),
-        Target(
-            "bounding: longest event-loop stall",
-            bound.longest_stall_ms,
-            bound.longest_stall_ms,
-            None,
-            "ms",
-        ),
-    ]
     return targets
 
 
-async def main(settings: Settings, profile: bool) -> int:
+def against_targets(figures: dict[str, Figure], bounds: dict[str, Bounding]) -> list[Target]:
+    ratio = operator.truediv
+    targets: list[Target] = []
+    if "text" in figures:
+        targets += call_targets(figures)
+    for key in ("prepare_first", "prepare_again"):
+        if key in figures:
+            figure = figures[key]
+            targets.append(Target(figure.label, figure.median, figure.best, 1, "ms", strict=True))
+    for mib, bound in bounds.items():
+        bounding = figures[f"bound_{mib}"]
+        targets += [
+            compared(
+                f"bounding {mib}: execute() / Path.write_text (encode + write)",
+                bounding,
+                figures[f"write_text_{mib}"],
+                ratio,
+                2,
+                "x",
+            ),
+            compared(
+                f"bounding {mib}: execute() / write of encoded bytes",
+                bounding,
+                figures[f"write_{mib}"],
+                ratio,
+                None,
+                "x",
+            ),
+            compared(
+                f"bounding {mib}: execute() / write_text + fsync",
+                bounding,
+                figures[f"fsync_{mib}"],
+                ratio,
+                None,
+                "x",
+            ),
+            Target(
+                f"bounding {mib}: peak allocation / text size",
+                bound.peak_ratio,
+                bound.peak_ratio,
+                3,
+                "x",
+            ),
+            Target(
+                f"bounding {mib}: longest event-loop stall",
+                bound.longest_stall_ms,
+                bound.longest_stall_ms,
+                None,
+                "ms",
+            ),
+        ]
+    if "concurrent" not in figures:
+        return targets
+    targets.append(
+        compared(
+            "bounding 100 KB results: all at once / one after another",
+            figures["concurrent"],
+            figures["sequential"],
+            ratio,
+            1,
+            "x",
+        )
+    )
+    return targets
+
+
+async def main(settings: Settings, profile: bool, only: str | None) -> int:
     host = pegboard.Host()
     peers = {key: peer for key, make in PEERS.items() if (peer := make()) is not None}
-    text = big_text(BIG_TEXT_BYTES)
     profiles: list[str] = []
+    bounds: dict[str, Bounding] = {}
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         storage = scratch / "managed"
@@ -723,13 +847,32 @@ async def main(settings: Settings, profile: bool) -> int:
             calls.tools.register({"add": ADD_TOOL, **TEXT_TOOLS})
             request = calls.prepare()
             await check_calls(request, peers)
-            figures = await bench_calls(request, peers, settings)
-            figures |= await bench_prepare(snapshot, settings)
-            bounding.tools.register({"emit": emitter(text)})
-            bound = await bench_bounding(
-                bounding.prepare(), text, bounding.storage.directory, scratch, settings
-            )
-            figures |= bound.figures
+            figures: dict[str, Figure] = {}
+            if only in (None, "calls"):
+                figures |= await bench_calls(request, peers, settings)
+            if only in (None, "prepare"):
+                figures |= await bench_prepare(snapshot, settings)
+            for mib in settings.bounding_mib if only in (None, "bounding") else ():
+                text = big_text(mib * 2**20)
+                with bounding.tools.register({"emit": emitter(text)}):
+                    bound = await bench_bounding(
+                        bounding.prepare(),
+                        text,
+                        bounding.storage.directory,
+                        scratch,
+                        settings.bounding_rounds,
+                    )
+                del text
+                bounds[f"{mib} MiB"] = bound
+                figures |= bound.figures
+            with bounding.tools.register({"hundred_kb": emitter(HUNDRED_KB_TEXT * 1024)}):
+                if only in (None, "bounding"):
+                    figures |= await bench_concurrent(
+                        bounding.prepare(),
+                        bounding.storage.directory,
+                        settings.concurrent_calls,
+                        max(settings.bounding_rounds, 2),
+                    )
             if profile:
                 n = 10 * settings.calls_per_round
                 timer = pegboard_timer(request, "add", ARGUMENTS_TEXT)
@@ -756,7 +899,7 @@ async def main(settings: Settings, profile: bool) -> int:
         "quietest: the round nearest both bests, or the best for a single figure)\n"
     )
     header = ("quantity", "median", "quietest", "target", "verdict (median / quietest)")
-    print(table(header, [target.cells() for target in against_targets(figures, bound)]))
+    print(table(header, [target.cells() for target in against_targets(figures, bounds)]))
     titles = ("Request.execute, JSON text input, by own time", "MCPServer.call_tool, cumulative")
     for title, report in zip(titles, profiles, strict=False):
         print(f"\n## cProfile of {title}\n")
@@ -768,9 +911,13 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Time pegboard against a direct call and MCP.")
     parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
     parser.add_argument("--profile", action="store_true", help="add a cProfile of execute()")
+    parser.add_argument(
+        "--only", choices=("calls", "prepare", "bounding"), help="run one part of the benchmark"
+    )
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
     arguments = parse_arguments(sys.argv[1:])
-    sys.exit(anyio.run(main, QUICK if arguments.quick else FULL, arguments.profile))
+    settings = QUICK if arguments.quick else FULL
+    sys.exit(anyio.run(main, settings, arguments.profile, arguments.only))

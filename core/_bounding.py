@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import collections
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,6 @@ __all__ = (
     "bound_content",
     "bound_text",
     "bounding_limiter",
-    "check_text",
     "fits",
 )
 
@@ -110,18 +110,6 @@ def _texts(content: tuple[ContentItem, ...]) -> list[str]:
     return [text for text in map(_text_of, content) if text is not None]
 
 
-def check_text(content: tuple[ContentItem, ...], limits: OutputLimits) -> None:
-    """Raise `InvalidText` if a text item that fits cannot be written as UTF-8.
-
-    Longer text is checked by the one encode that retains it: encoding
-    megabytes only to measure them is work done twice.
-    """
-    for item in content:
-        text = item.text if type(item) is Text else _text_of(item)
-        if text is not None and len(text) <= limits.max_bytes:
-            _utf8_size(text)
-
-
 def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
     """Whether the text in ``content`` is within both limits (no I/O).
 
@@ -148,7 +136,11 @@ def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
 
 
 async def bound_content(
-    content: tuple[ContentItem, ...], limits: OutputLimits, storage: ManagedStorage
+    content: tuple[ContentItem, ...],
+    limits: OutputLimits,
+    storage: ManagedStorage,
+    *,
+    fitting: bool | None = None,
 ) -> Bounded:
     """Bound ``content``: oversized text is saved whole and replaced by a preview.
 
@@ -158,9 +150,11 @@ async def bound_content(
     text item) takes the place of the first item that carried text. Other text
     items go; an embedded resource's text is replaced by a link to its URI; a
     link loses its description; media stay in order.
-    Raises `RetentionError` if the file cannot be written whole.
+    ``fitting`` is what `fits` already said of ``content``, to skip measuring again.
+    Raises `InvalidText` if text cannot be written as UTF-8 and `RetentionError`
+    if the file cannot be written whole.
     """
-    if fits(content, limits):
+    if fitting if fitting is not None else fits(content, limits):
         return Bounded(content)
     path, text = await _retained(_texts(content), limits, storage)
     preview: Text | None = Text(text)
@@ -208,13 +202,77 @@ async def _retained(
     return path, text
 
 
+#: Characters encoded and written at a time. Chunks keep the GIL free between
+#: them (the event loop runs while a large output is retained) and need no
+#: whole encoded copy; a few hundred kilobytes stay below the allocator's
+#: mmap threshold after the first one, so the buffers are reused, not faulted in.
+_CHUNK = 1 << 18
+
+
+@attrs.define
+class _Sample:
+    """What a preview needs of retained bytes: the head, the tail, the size, the newlines."""
+
+    keep: int
+    head: bytearray = attrs.Factory(bytearray)
+    recent: collections.deque[bytes] = attrs.Factory(collections.deque)
+    recent_size: int = 0
+    size: int = 0
+    newlines: int = 0
+
+    def add(self, chunk: bytes) -> bytes:
+        self.size += len(chunk)
+        self.newlines += chunk.count(b"\n")
+        if len(self.head) < self.keep:
+            self.head += chunk[: self.keep - len(self.head)]
+        self.recent.append(chunk)
+        self.recent_size += len(chunk)
+        while self.recent_size - len(self.recent[0]) >= self.keep:
+            self.recent_size -= len(self.recent.popleft())
+        return chunk
+
+    def tail(self) -> bytes:
+        return b"".join(self.recent)[-self.keep :]
+
+
+def _encoded(texts: list[str], sample: _Sample) -> Iterator[bytes]:
+    """The texts joined by newlines, as UTF-8 chunks, each noted in ``sample``."""
+    offset = 0
+    for index, text in enumerate(texts):
+        if index:
+            yield sample.add(b"\n")
+            offset += 1
+        for start in range(0, len(text), _CHUNK):
+            try:
+                chunk = text[start : start + _CHUNK].encode("utf-8")
+            except UnicodeEncodeError as error:
+                error.start += offset + start  # the index in the joined text
+                raise _lone_surrogate(error) from None
+            yield sample.add(chunk)
+        offset += len(text)
+
+
 def _retain(texts: list[str], limits: OutputLimits, storage: ManagedStorage) -> tuple[Path, str]:
-    try:
-        data = "\n".join(texts).encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise _lone_surrogate(error) from None
-    path = storage.save_sync(data)
-    return path, preview_text(data, limits, path)
+    # Head and tail need max_bytes + 1 bytes: the cuts look one byte past their budget.
+    sample = _Sample(limits.max_bytes + 1)
+    if type(storage).save_sync is not ManagedStorage.save_sync:
+        # A storage that observes save_sync gets the whole bytes, as it always has.
+        path = storage.save_sync(b"".join(_encoded(texts, sample)))
+    else:
+        path = storage.save_chunks_sync(_encoded(texts, sample))
+    if sample.size <= sample.keep:  # the head holds it all: no second copy for the tail
+        data = bytes(sample.head)
+        return path, _preview(data, data, 0, sample.size, sample.newlines, limits, path)
+    tail = sample.tail()
+    return path, _preview(
+        bytes(sample.head),
+        tail,
+        sample.size - len(tail),
+        sample.size,
+        sample.newlines,
+        limits,
+        path,
+    )
 
 
 def _marker(omitted_lines: int, omitted_bytes: int, path: Path) -> str:
@@ -230,27 +288,48 @@ def preview_text(data: bytes, limits: OutputLimits, path: Path) -> str:
     The marker sits on its own line between the head and the tail. Cuts prefer
     line boundaries when one is near.
     """
-    newlines = data.count(b"\n")  # the one pass over the whole text
-    widest = _marker(newlines + 1, len(data), path).encode("utf-8")
+    return _preview(data, data, 0, len(data), data.count(b"\n"), limits, path)
+
+
+def _preview(
+    head: bytes,
+    tail: bytes,
+    offset: int,
+    size: int,
+    newlines: int,
+    limits: OutputLimits,
+    path: Path,
+) -> str:
+    """`preview_text` of ``size`` bytes holding ``newlines`` newlines, from two samples.
+
+    ``head`` starts the data and ``tail`` ends it, starting at ``offset``; each
+    is at least ``max_bytes + 1`` long (or the whole data): every cut lies
+    within its own sample.
+    """
+    widest = _marker(newlines + 1, size, path).encode("utf-8")
     # Two separators around the marker; the marker itself is one line.
     byte_budget = max(limits.max_bytes - len(widest) - 2, 0)
     newline_budget = limits.max_lines - 3
-    head_end = _head_end(data, newline_budget - newline_budget // 2, byte_budget - byte_budget // 2)
-    tail_start = _tail_start(data, newline_budget // 2, byte_budget // 2, head_end)
-    if 0 < head_end < tail_start and data[head_end - 1] != 0x0A and data[head_end] == 0x0A:
+    head_end = _head_end(
+        head, size, newline_budget - newline_budget // 2, byte_budget - byte_budget // 2
+    )
+    tail_start = offset + _tail_start(
+        tail, offset, size, newline_budget // 2, byte_budget // 2, head_end
+    )
+    if 0 < head_end < tail_start and head[head_end - 1] != 0x0A and head[head_end] == 0x0A:
         head_end += 1  # the head's own line end stands where a separator would
-    head = data[:head_end].decode("utf-8")
-    tail = data[tail_start:].decode("utf-8")
+    shown_head = head[:head_end].decode("utf-8")
+    shown_tail = tail[tail_start - offset :].decode("utf-8")
     omitted_bytes = tail_start - head_end
-    lines = newlines - head.count("\n") - tail.count("\n")
-    if omitted_bytes and data[tail_start - 1] != 0x0A:
+    lines = newlines - shown_head.count("\n") - shown_tail.count("\n")
+    if omitted_bytes and tail[tail_start - offset - 1] != 0x0A:
         lines += 1  # a last omitted line without its newline still counts
-    separator = "" if not head or head.endswith("\n") else "\n"
-    return f"{head}{separator}{_marker(lines, omitted_bytes, path)}\n{tail}"
+    separator = "" if not shown_head or shown_head.endswith("\n") else "\n"
+    return f"{shown_head}{separator}{_marker(lines, omitted_bytes, path)}\n{shown_tail}"
 
 
-def _head_end(data: bytes, newlines: int, budget: int) -> int:
-    end = min(budget, len(data))
+def _head_end(data: bytes, size: int, newlines: int, budget: int) -> int:
+    end = min(budget, size)
     found = -1
     for _ in range(newlines + 1):
         found = data.find(b"\n", found + 1, end)
@@ -258,7 +337,7 @@ def _head_end(data: bytes, newlines: int, budget: int) -> int:
             break
     else:
         end = found  # the head may hold `newlines` newlines, not one more
-    while 0 < end < len(data) and data[end] & 0xC0 == 0x80:
+    while 0 < end < size and data[end] & 0xC0 == 0x80:
         end -= 1  # a continuation byte: step back to the character's start
     last = data.rfind(b"\n", 0, end)
     if last != -1 and last + 1 >= end // 2:
@@ -266,20 +345,21 @@ def _head_end(data: bytes, newlines: int, budget: int) -> int:
     return end
 
 
-def _tail_start(data: bytes, newlines: int, budget: int, floor: int) -> int:
-    size = len(data)
-    start = max(size - budget, floor)
-    found = size
+def _tail_start(data: bytes, offset: int, size: int, newlines: int, budget: int, floor: int) -> int:
+    """Where the tail starts in ``data``, which holds the bytes from ``offset`` to the end."""
+    length = len(data)
+    start = max(size - budget, floor) - offset
+    found = length
     for _ in range(newlines + 1):
         found = data.rfind(b"\n", start, found)
         if found == -1:
             break
     else:
         start = found + 1
-    while start < size and data[start] & 0xC0 == 0x80:
+    while start < length and data[start] & 0xC0 == 0x80:
         start += 1
-    if start > 0 and data[start - 1] != 0x0A:
+    if start + offset > 0 and data[start - 1] != 0x0A:
         following = data.find(b"\n", start)
-        if following != -1 and following + 1 - start <= (size - start) // 2:
+        if following != -1 and following + 1 - start <= (length - start) // 2:
             start = following + 1
     return start

@@ -208,9 +208,15 @@ class AttrsCodec(Generic[T]):
         return self._frozen
 
     def decode(self, raw: Any) -> T:
-        invalid = self._validator.check(raw)
-        if invalid is not None:
-            raise invalid
+        # _Validator.check inlined: this runs once per call.
+        try:
+            valid = self._validator._fast.is_valid(raw)
+        except ValueError:
+            valid = False  # a type jsonschema-rs cannot read; the explanation names it
+        if not valid:
+            invalid = self._validator.explain(raw)
+            if invalid is not None:
+                raise invalid
         try:
             value: T = self._structure(raw, self.cls)
         except self._failures:

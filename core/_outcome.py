@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from ._content import ContentItem
+from ._content import ContentItem, Text
 from ._json import freeze
 from ._tool import ToolContext
 
@@ -20,6 +20,8 @@ __all__ = (
     "ToolCall",
     "ToolError",
 )
+
+_new, _set = object.__new__, object.__setattr__
 
 ErrorKind: TypeAlias = Literal[
     "unknown_tool",
@@ -56,12 +58,21 @@ class CallIdentity:
     @classmethod
     def of(cls, context: ToolContext) -> CallIdentity:
         """The identity carried by a runner's context."""
-        return cls(
-            session_id=context.session_id,
-            agent=context.agent,
-            message_id=context.message_id,
-            call_id=context.call_id,
-        )
+        # Once per call: set the four fields directly (what attrs' __init__ does,
+        # without its keyword handling). A subclass goes through its __init__.
+        if cls is not CallIdentity:
+            return cls(
+                session_id=context.session_id,
+                agent=context.agent,
+                message_id=context.message_id,
+                call_id=context.call_id,
+            )
+        identity = _new(cls)
+        _set(identity, "session_id", context.session_id)
+        _set(identity, "agent", context.agent)
+        _set(identity, "message_id", context.message_id)
+        _set(identity, "call_id", context.call_id)
+        return identity
 
 
 @attrs.frozen
@@ -111,3 +122,19 @@ class Failed:
 
 
 Outcome: TypeAlias = Completed | Failed
+
+
+def settled(output: Any, text: str, call: CallIdentity, name: str) -> Completed:
+    """``Completed(output, (Text(text),), call=call, name=name)`` for the pipeline's short path.
+
+    ``output`` is frozen as the converter would; ``text`` is a ``str`` by construction.
+    """
+    item = _new(Text)
+    _set(item, "text", text)
+    outcome = _new(Completed)
+    _set(outcome, "output", freeze(output))
+    _set(outcome, "content", (item,))
+    _set(outcome, "metadata", None)
+    _set(outcome, "call", call)
+    _set(outcome, "name", name)
+    return outcome

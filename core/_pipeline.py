@@ -12,7 +12,7 @@ import anyio.to_thread
 import attrs
 import orjson
 
-from ._bounding import InvalidText, OutputLimits, bound_content, bound_text, check_text, fits
+from ._bounding import InvalidText, OutputLimits, bound_content, bound_text, fits
 from ._codec import MAX_DEPTH, AttrsCodec, check_encoded, encode
 from ._content import ContentItem, Text, normalize_content
 from ._errors import CodecError, ToolFailure
@@ -26,7 +26,16 @@ from ._json import (
     iter_strings,
     loads,
 )
-from ._outcome import CallIdentity, Completed, ErrorKind, Failed, Outcome, ToolCall, ToolError
+from ._outcome import (
+    CallIdentity,
+    Completed,
+    ErrorKind,
+    Failed,
+    Outcome,
+    ToolCall,
+    ToolError,
+    settled,
+)
 from ._plugins import PluginError
 from ._storage import ManagedStorage
 from ._tool import RECORDER, ProgressRecorder, Tool, ToolResponse
@@ -36,6 +45,7 @@ __all__ = ("AfterHook", "ExecuteEvent", "Pipeline")
 logger = logging.getLogger("pegboard")
 
 _KINDS = frozenset(get_args(ErrorKind))
+_new = object.__new__
 
 
 @attrs.frozen
@@ -101,7 +111,9 @@ class Pipeline:
             )
         # The tool gets the runner's own context; its progress is recorded here.
         context = call.context
-        recorder = ProgressRecorder(context)
+        recorder = _new(ProgressRecorder)  # two slots, set without an __init__ call
+        recorder.context = context
+        recorder.last = ()
         token = RECORDER.set(recorder)
         failure: ToolFailure | None = None
         # No broad except here: cancellation and defects propagate unchanged.
@@ -148,10 +160,15 @@ class Pipeline:
             output, content, metadata = None, result, None  # bare content
         try:
             outcome = self.complete(tool, output, content, metadata, identity, name)
-            if not self.after_hooks and fits(outcome.content, self.limits):
-                return outcome  # nothing to bound, nobody to tell: skip the general path
-            # Text too large to measure cheaply is checked for UTF-8 as it is bounded.
-            bounded, managed = await self.bound(outcome)
+            # Measuring checks the text for UTF-8 too: text that fits is encoded to
+            # measure it (ASCII needs no encoding), text that does not as it is retained.
+            if fits(outcome.content, self.limits):
+                if not self.after_hooks:
+                    return outcome  # nothing to bound, nobody to tell: skip the general path
+                bounded: Outcome = outcome
+                managed: tuple[Path, ...] = ()
+            else:
+                bounded, managed = await self.bound(outcome, fitting=False)
         except ValueError as error:
             return await self.fail(
                 identity,
@@ -182,7 +199,7 @@ class Pipeline:
             return None  # an integer beyond 64 bits: written exactly by the general path
         if len(data) > self.limits.max_bytes:
             return None
-        return Completed(output, (Text(data.decode()),), call=identity, name=name)
+        return settled(output, data.decode(), identity, name)
 
     def read_input(self, raw: object) -> Any:
         """Raw provider input as the tool's own plain JSON, within the size and depth limits.
@@ -247,7 +264,6 @@ class Pipeline:
                 )
             text = output if isinstance(output, str) and output else dumps(output)
             items = (Text(text),)
-        check_text(items, self.limits)
         kept = None if metadata is None else self.metadata(metadata, name, identity)
         return Completed(output, items, kept, call=identity, name=name)
 
@@ -346,7 +362,6 @@ class Pipeline:
         """
         if isinstance(outcome, Completed):
             content = normalize_content(outcome.content)
-            check_text(content, self.limits)
             if not content:
                 raise ValueError(
                     f"an execute_after hook replaced the outcome of {name!r} with a "
@@ -387,14 +402,20 @@ class Pipeline:
             "return a pegboard.Completed, a pegboard.Failed or None"
         )
 
-    async def bound(self, outcome: Outcome) -> tuple[Outcome, tuple[Path, ...]]:
+    async def bound(
+        self, outcome: Outcome, *, fitting: bool | None = None
+    ) -> tuple[Outcome, tuple[Path, ...]]:
         """Step 6: every text the model sees within the limits, the rest retained.
 
+        Text is checked for UTF-8 as it is measured or retained (`InvalidText`).
+        ``fitting`` is what `fits` already said of a completed outcome's content.
         Files written before a failure or cancellation are deleted.
         """
         if isinstance(outcome, Completed):
             # bound_content measures once; content that fits comes back as it was.
-            bounded = await bound_content(outcome.content, self.limits, self.storage)
+            bounded = await bound_content(
+                outcome.content, self.limits, self.storage, fitting=fitting
+            )
             if not bounded.managed:
                 return outcome, ()
             return attrs.evolve(outcome, content=bounded.content), bounded.managed

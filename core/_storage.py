@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio.to_thread
@@ -27,6 +28,11 @@ _STAMP = "%Y%m%dT%H%M%S"
 _NAME = re.compile(r"tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt\Z")
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
+#: An area is listed at most this many times per retention period by one process.
+PRUNE_SCANS = 64
+#: When this process last listed each directory to prune it. Kept in memory,
+#: not in a file: the area holds only retained output.
+_PRUNED: dict[Path, float] = {}
 
 
 def default_storage_directory() -> Path:
@@ -89,13 +95,17 @@ class ManagedStorage:
         """Write ``data`` to a new file and return its path; `RetentionError` if not whole."""
         return await anyio.to_thread.run_sync(self.save_sync, data)
 
-    async def prune(self) -> int:
+    async def prune(self, *, force: bool = False) -> int:
         """Delete this directory's retained files older than ``retention``; return how many went.
 
         The age is the timestamp in each file's name. Nothing else is touched:
         not other names, not symlinks, not sub-folders (other Locations' areas).
+        Listing a directory of many files costs, and every Location opened
+        prunes its area, so one process lists a directory at most once per
+        1/`PRUNE_SCANS` of the retention (a file outlives its retention by at
+        most that, while the process runs); ``force=True`` lists it now.
         """
-        return await anyio.to_thread.run_sync(self._prune, time.time())
+        return await anyio.to_thread.run_sync(self._prune, time.time(), force)
 
     def _ensure_directory(self) -> None:
         try:
@@ -136,10 +146,22 @@ class ManagedStorage:
 
     def save_sync(self, data: bytes) -> Path:
         """`save`, blocking: for code already running in a worker thread."""
+        return self.save_chunks_sync((data,))
+
+    def save_chunks_sync(self, chunks: Iterable[bytes]) -> Path:
+        """`save_sync` of the concatenated ``chunks``, written as they come.
+
+        A large output is written without a whole encoded copy: the caller
+        encodes one chunk at a time. An exception raised by ``chunks`` deletes
+        the file and propagates unchanged.
+        """
         descriptor, path = self.create_sync()
+        size = 0
         try:
             with os.fdopen(descriptor, "wb") as file:
-                file.write(data)
+                for chunk in chunks:
+                    file.write(chunk)
+                    size += len(chunk)
                 file.flush()
                 # A preview that names the file is a promise the file holds it all.
                 os.fsync(file.fileno())
@@ -147,15 +169,19 @@ class ManagedStorage:
         except OSError as error:
             path.unlink(missing_ok=True)  # never leave a half-written file behind
             raise RetentionError(
-                f"cannot retain {len(data):,} bytes of tool output in {path}: {error.strerror}"
+                f"cannot retain tool output in {path} ({size:,} bytes written): {error.strerror}"
             ) from error
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         return path
 
-    def _prune(self, now: float) -> int:
-        cutoff = time.strftime(_STAMP, time.gmtime(now - self.retention.total_seconds()))
+    def _prune(self, now: float, force: bool = False) -> int:
+        retention = self.retention.total_seconds()
+        last = _PRUNED.get(self.directory)
+        if not force and last is not None and 0 <= now - last < retention / PRUNE_SCANS:
+            return 0
+        cutoff = time.strftime(_STAMP, time.gmtime(now - retention))
         removed = 0
         try:
             entries = os.scandir(self.directory)
@@ -180,6 +206,7 @@ class ManagedStorage:
                     except FileNotFoundError:
                         continue  # pruned meanwhile by the same Location opened elsewhere
                     removed += 1
+        _PRUNED[self.directory] = now
         return removed
 
 

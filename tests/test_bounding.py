@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import anyio.to_thread
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from strategies import characters, content_items, output_limits, texts
 
 import pegboard
+from pegboard import _bounding
 from pegboard._bounding import bound_content, preview_text
 
 pytestmark = pytest.mark.anyio
@@ -205,6 +207,108 @@ async def test_preview_shows_the_first_and_last_lines(tmp_path: Path) -> None:
     assert len(head) >= 990
     assert len(tail) >= 990
     assert len(shown) <= 2000
+
+
+@given(
+    parts=st.lists(texts, min_size=1, max_size=3),
+    repeat=st.integers(1, 60),
+    limits=st.builds(
+        pegboard.OutputLimits, max_lines=st.integers(8, 150), max_bytes=st.integers(1024, 2048)
+    ),
+    chunk=st.integers(1, 700),
+)
+@settings(max_examples=150, deadline=None)
+def test_output_retained_in_chunks_is_the_output_whole(
+    parts: list[str], repeat: int, limits: pegboard.OutputLimits, chunk: int
+) -> None:
+    """Encoding and writing a chunk at a time keeps the file and the preview of the whole.
+
+    The preview is cut from the first and last bytes kept while writing: it is
+    the preview of the whole output, whatever the chunk size.
+    """
+    parts = [part * repeat for part in parts]
+    data = "\n".join(parts).encode("utf-8")
+    assume(not within(data.decode("utf-8"), limits))
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        mock.patch.object(_bounding, "_CHUNK", chunk),
+    ):
+        storage = pegboard.ManagedStorage(Path(scratch))
+        path, preview = _bounding._retain(parts, limits, storage)
+        assert data == path.read_bytes()
+        assert preview_text(data, limits, path) == preview
+
+
+def test_retaining_never_encodes_the_whole_output_at_once(tmp_path: Path) -> None:
+    """Large output reaches the file in chunks: no whole encoded copy, the GIL free between."""
+    written: list[int] = []
+
+    class Spy(pegboard.ManagedStorage):
+        def save_chunks_sync(self, chunks: Iterable[bytes]) -> Path:
+            return super().save_chunks_sync(written.append(len(c)) or c for c in chunks)
+
+    text = "é" * (3 * _bounding._CHUNK + 5)
+    path, _ = _bounding._retain([text], SMALL, Spy(tmp_path))
+    assert text.encode("utf-8") == path.read_bytes()
+    assert len(written) == 4
+    assert max(written) == 2 * _bounding._CHUNK  # one chunk of characters, encoded
+
+
+def test_a_storage_that_observes_save_sync_still_gets_every_byte(tmp_path: Path) -> None:
+    """A storage subclass that overrides ``save_sync`` receives the whole output through it."""
+    saved: list[bytes] = []
+
+    class Observing(pegboard.ManagedStorage):
+        def save_sync(self, data: bytes) -> Path:
+            saved.append(data)
+            return super().save_sync(data)
+
+    parts = ["é" * 3000, "x\n" * 3000]
+    with mock.patch.object(_bounding, "_CHUNK", 1000):
+        path, _ = _bounding._retain(parts, SMALL, Observing(tmp_path))
+    assert ["\n".join(parts).encode("utf-8")] == saved
+    assert saved[0] == path.read_bytes()
+
+
+@pytest.mark.parametrize("position", [0, 3, 11, 2500])
+def test_a_lone_surrogate_in_any_chunk_fails_and_leaves_no_file(
+    tmp_path: Path, position: int
+) -> None:
+    """A lone surrogate met mid-write names its index in the joined text; no file remains."""
+    second = "y" * 3000
+    second = second[:position] + "\ud800" + second[position:]
+    storage = pegboard.ManagedStorage(tmp_path / "managed")
+    with (
+        mock.patch.object(_bounding, "_CHUNK", 7),
+        pytest.raises(_bounding.InvalidText, match=f"at index {position + 11};"),
+    ):
+        _bounding._retain(["x" * 10, second], SMALL, storage)
+    assert [] == listing(storage.directory)
+
+
+@pytest.mark.parametrize("size", [1000, 30_000])
+async def test_non_ascii_text_is_measured_once_per_call(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+    monkeypatch: pytest.MonkeyPatch,
+    size: int,
+) -> None:
+    """Non-ASCII text is encoded once to measure it, whether it fits or is retained."""
+    measured: list[int] = []
+    real = _bounding._utf8_size
+
+    def counting(text: str) -> int:
+        measured.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(_bounding, "_utf8_size", counting)
+    text = "é" * size  # 30,000 characters: 60,000 bytes, over the default 51,200
+    outcome = await run_once(host, workspace, echo_tool(text), context(), storage=storage_dir)
+    assert isinstance(outcome, pegboard.Completed)
+    assert [size] == measured
+    assert (size == 30_000) == ("saved in" in outcome.content[0].text)  # type: ignore[union-attr]
 
 
 # End to end

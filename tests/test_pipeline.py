@@ -1073,3 +1073,42 @@ async def test_bare_attrs_output_against_its_schema_fails_the_call(
     assert isinstance(outcome, pegboard.Failed)
     assert "invalid_output" == outcome.error.kind
     assert "$.n: expected integer" in outcome.error.message
+
+
+async def test_bare_and_wrapped_outputs_settle_the_same_outcome(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The short path for a bare attrs output builds the outcome the general path builds."""
+
+    @pegboard.tool(description="Bare.", output=Rows)
+    async def bare(input: Any, ctx: pegboard.ToolContext) -> Rows:
+        return Rows(["a", "b"])
+
+    @pegboard.tool(description="Wrapped.", output=Rows)
+    async def wrapped(input: Any, ctx: pegboard.ToolContext) -> pegboard.ToolResponse[Rows]:
+        return pegboard.ToolResponse(output=Rows(["a", "b"]))
+
+    location.tools.register({"bare": bare, "wrapped": wrapped})
+    runner = context(call_id="call-7")
+    short = await call(location, "bare", "{}", runner)
+    general = await call(location, "wrapped", "{}", runner)
+    assert isinstance(short, pegboard.Completed)
+    assert attrs.evolve(general, name="bare") == short
+    assert pegboard.CallIdentity.of(runner) == short.call
+    assert (pegboard.Text('{"rows":["a","b"]}'),) == short.content
+    assert type(short.output) is pegboard.FrozenDict
+    assert short.metadata is None
+
+
+def test_call_identity_of_a_context_is_its_four_ids() -> None:
+    """CallIdentity.of copies exactly the runner's IDs, for the class and its subclasses."""
+
+    class Tagged(pegboard.CallIdentity):
+        pass
+
+    runner = pegboard.ToolContext("session-1", "agent-1", "message-1", "call-1")
+    ids = {"session_id": "session-1", "agent": "agent-1", "message_id": "message-1"}
+    assert pegboard.CallIdentity(**ids, call_id="call-1") == pegboard.CallIdentity.of(runner)
+    tagged = Tagged.of(runner)
+    assert type(tagged) is Tagged
+    assert attrs.asdict(tagged) == {**ids, "call_id": "call-1"}

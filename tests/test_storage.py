@@ -404,3 +404,36 @@ def test_storage_directories_that_would_break_the_preview_are_refused(directory:
     """A storage path too long or not printable on one line is refused up front."""
     with pytest.raises(ValueError, match="printable path of at most 512 bytes"):
         pegboard.ManagedStorage(directory)
+
+
+async def test_a_process_lists_an_area_at_most_once_per_fraction_of_the_retention(
+    storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning again soon after a prune lists nothing; later, or forced, it lists and deletes."""
+    listed: list[str] = []
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        listed.append(os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    storage = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(days=64))
+    plant(storage_dir, f"tool-output-{stamp(datetime.timedelta(days=65))}-00000000000000aa.txt")
+    assert 1 == await storage.prune()
+    late = plant(
+        storage_dir, f"tool-output-{stamp(datetime.timedelta(days=65))}-00000000000000bb.txt"
+    )
+    assert 0 == await storage.prune()  # within a day (1/64 of 64 days) of the last listing
+    assert [os.fspath(storage_dir)] == listed
+    assert late.exists()
+    assert 1 == await storage.prune(force=True)
+    assert not late.exists()
+    later = plant(
+        storage_dir, f"tool-output-{stamp(datetime.timedelta(days=65))}-00000000000000cc.txt"
+    )
+    day = time.time() + datetime.timedelta(days=1, seconds=1).total_seconds()
+    monkeypatch.setattr(time, "time", lambda: day)
+    assert 1 == await storage.prune()
+    assert not later.exists()
+    assert 3 == len(listed)
