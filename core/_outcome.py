@@ -131,6 +131,7 @@ def settled(output: Any, text: str, call: CallIdentity, name: str) -> Completed:
     """
     item = _new(Text)
     _set(item, "text", text)
+    _set(item, "annotations", None)
     outcome = _new(Completed)
     _set(outcome, "output", freeze(output))
     _set(outcome, "content", (item,))
