@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -30,6 +31,9 @@ from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
 from ._services import LocationInfo
 from ._storage import ManagedStorage
+
+if TYPE_CHECKING:
+    from .codemode import CodeModeLimits
 
 __all__ = ("Host",)
 
@@ -89,6 +93,7 @@ class Host:
         permissions: Iterable[PermissionRule | Mapping[str, str]] = (),
         approver: Approver | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+        code_mode: CodeModeLimits | None = None,
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
 
@@ -102,9 +107,14 @@ class Host:
         own, ``location.storage.directory``), ``max_input_bytes`` bounds each
         call's raw input. ``permissions`` is the ordered rule list
         (``{"action", "resource", "effect"}``) and ``approver`` the async
-        callable asked when a rule says ``ask``. Closing tears plugins down in
-        reverse order and removes every registration made in the Location.
+        callable asked when a rule says ``ask``. ``code_mode`` sets the limits
+        of each Code Mode ``execute`` call a request of this Location makes
+        (`pegboard.codemode.CodeModeLimits`; see docs/code-mode.md). Closing
+        tears plugins down in reverse order and removes every registration made
+        in the Location.
         """
+        if code_mode is not None:
+            _check_code_mode(code_mode)
         path = anyio.Path(root)
         if not await path.is_dir():
             raise NotADirectoryError(f"a Location's root must be a directory: {path}")
@@ -136,6 +146,7 @@ class Host:
             filesystem=filesystem,
             permissions=rules,
             enabled=tuple(spec.name for spec in specs),
+            code_mode=code_mode,
         )
         activation = Activation(
             self._plugins,
@@ -207,3 +218,12 @@ def _limits(config: LocationConfig, root: Path) -> OutputLimits:
         return OutputLimits(**config.tool_output)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{root / 'pegboard.toml'}: tool_output: {error}") from None
+
+
+def _check_code_mode(code_mode: object) -> None:
+    # Imported by name: only a host that sets Code Mode limits pays for it.
+    codemode = importlib.import_module("pegboard.codemode")
+    if not isinstance(code_mode, codemode.CodeModeLimits):
+        raise TypeError(
+            f"code_mode takes a pegboard.codemode.CodeModeLimits or None, got {code_mode!r}"
+        )

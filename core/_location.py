@@ -98,6 +98,7 @@ class Location:
         filesystem: Filesystem,
         permissions: Permissions,
         enabled: tuple[str, ...] = (),
+        code_mode: CodeModeLimits | None = None,
     ) -> None:
         self.root = root
         #: The filesystem service, confined to ``root``.
@@ -116,6 +117,7 @@ class Location:
         self._activation: Activation | None = None
         self._closed = False
         self._watchers: weakref.WeakSet[ToolChanges] = weakref.WeakSet()
+        self._code_mode = code_mode
 
     @property
     def limits(self) -> OutputLimits:
@@ -152,9 +154,11 @@ class Location:
         """Capture, for every advertised name, the effective registration now.
 
         On the final step the definitions stay and ``tool_choice`` is ``"none"``.
-        With ``code_mode`` (``True``, or `pegboard.codemode.CodeModeLimits` for
-        other limits) the request advertises one tool, ``execute``, running a
-        sandboxed program over the captured tools; see docs/code-mode.md.
+        With ``code_mode`` the request advertises one tool, ``execute``, running a
+        sandboxed program over the captured tools; see docs/code-mode.md. ``True``
+        takes the limits the Location was opened with (``host.location(...,
+        code_mode=...)``, else the defaults); a `pegboard.codemode.CodeModeLimits`
+        sets this request's own.
         """
         if self._closed:
             raise RuntimeError(f"the Location at {self.root} is closed; open a new one")
@@ -173,7 +177,8 @@ class Location:
         # Imported by name: only Code Mode pays for it, and the engine does not
         # depend on the subpackage built on top of it.
         codemode = importlib.import_module("pegboard.codemode")
-        limits = codemode.CodeModeLimits() if code_mode is True else code_mode
+        opened_with = self._code_mode or codemode.CodeModeLimits()
+        limits = opened_with if code_mode is True else code_mode
         if not isinstance(limits, codemode.CodeModeLimits):
             raise TypeError(
                 f"code_mode takes True or a pegboard.codemode.CodeModeLimits, got {code_mode!r}"

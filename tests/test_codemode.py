@@ -337,6 +337,34 @@ async def test_the_call_limit_fails_the_call_before_running_one_more(
     assert 2 == len(recorder.calls)
 
 
+async def test_the_limits_a_location_was_opened_with_hold_for_its_requests(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """host.location(code_mode=...) sets the limits of prepare(code_mode=True); a request
+    given its own limits uses those instead."""
+    recorder = Recorder()
+    opening = host.location(
+        workspace, plugins=[], storage=storage_dir, code_mode=CodeModeLimits(calls=1)
+    )
+    async with opening as location:
+        location.tools.register({"echo": recorder.echo()})
+        code = "for i in range(3):\n    await echo(text=str(i))"
+        message = failure(await run(location.prepare(code_mode=True), code, context))
+        assert "more than 1 tool calls" in message
+        assert 1 == len(recorder.calls)
+        own = location.prepare(code_mode=CodeModeLimits(calls=5))
+        assert isinstance(await run(own, code, context), pegboard.Completed)
+        assert 4 == len(recorder.calls)
+
+
+async def test_a_location_takes_code_mode_limits_or_none(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    with pytest.raises(TypeError, match=r"code_mode takes a pegboard\.codemode\.CodeModeLimits"):
+        async with host.location(workspace, plugins=[], code_mode=True):  # type: ignore[arg-type]
+            pass
+
+
 async def test_the_call_limit_holds_for_gathered_calls(
     location: pegboard.Location, context: Context
 ) -> None:

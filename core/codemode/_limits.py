@@ -18,7 +18,8 @@ def _positive(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 @attrs.frozen(kw_only=True)
 class CodeModeLimits:
-    """The limits of one ``execute`` call; pass them as
+    """The limits of one ``execute`` call: set per Location with
+    ``host.location(root, code_mode=CodeModeLimits(...))``, or per request with
     ``location.prepare(code_mode=CodeModeLimits(...))``.
 
     ``wall_time`` (seconds) covers the whole program, its tool calls included;
