@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -36,8 +36,9 @@ class RecordingStorage(ManagedStorage):
 
     saved: list[Path] = attrs.field(factory=list, eq=False, repr=False)
 
-    def save_sync(self, data: bytes) -> Path:
-        path = super().save_sync(data)
+    def save_chunks_sync(self, chunks: Iterable[bytes]) -> Path:
+        # Every save goes through here (save_sync too), written piece by piece.
+        path = super().save_chunks_sync(chunks)
         self.saved.append(path)
         return path
 
