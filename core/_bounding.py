@@ -149,7 +149,8 @@ async def bound_content(
     limits, the file holds all of it, joined by newlines, and the preview (a
     text item) takes the place of the first item that carried text. Other text
     items go; an embedded resource's text is replaced by a link to its URI; a
-    link loses its description; media stay in order.
+    link loses its description; media stay in order. The preview keeps the
+    content annotations of the items it stands for when they all have the same.
     ``fitting`` is what `fits` already said of ``content``, to skip measuring again.
     Raises `InvalidText` if text cannot be written as UTF-8 and `RetentionError`
     if the file cannot be written whole.
@@ -157,7 +158,11 @@ async def bound_content(
     if fitting if fitting is not None else fits(content, limits):
         return Bounded(content)
     path, text = await _retained(_texts(content), limits, storage)
-    preview: Text | None = Text(text)
+    # The preview stands for every text it cut: it keeps their annotations
+    # (audience, priority) only when they all agree.
+    annotations = {item.annotations for item in content if _text_of(item) is not None}
+    shared = annotations.pop() if len(annotations) == 1 else None
+    preview: Text | None = Text(text, annotations=shared)
     bounded: list[ContentItem] = []
     for item in content:
         carries = _text_of(item) is not None

@@ -341,7 +341,7 @@ async def test_a_remote_mount_authenticates_from_the_environment_and_reports_401
 
 async def test_bounding_keeps_the_annotations_of_what_it_keeps(tmp_path: Path) -> None:
     """Oversized content: media keep their annotations, and the link that replaces
-    an embedded resource keeps the resource's (the preview text is new: it has none).
+    an embedded resource keeps the resource's (and so does the preview of its text).
     """
     from pegboard._bounding import bound_content
 
@@ -356,9 +356,40 @@ async def test_bounding_keeps_the_annotations_of_what_it_keeps(tmp_path: Path) -
         limits,
         storage,
     )
-    picture, _preview, link = bounded.content
-    assert (FOR_USER, FOR_BOTH) == (picture.annotations, link.annotations)
+    picture, preview, link = bounded.content
+    assert (FOR_USER, FOR_BOTH, FOR_BOTH) == (
+        picture.annotations,
+        preview.annotations,
+        link.annotations,
+    )
     assert isinstance(link, pegboard.ResourceLink)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "kept"),
+    [(FOR_USER, FOR_USER, FOR_USER), (FOR_USER, FOR_BOTH, None), (FOR_USER, None, None)],
+)
+async def test_a_preview_keeps_the_annotations_its_texts_share(
+    tmp_path: Path,
+    first: pegboard.ContentAnnotations | None,
+    second: pegboard.ContentAnnotations | None,
+    kept: pegboard.ContentAnnotations | None,
+) -> None:
+    """Texts cut to one preview: it carries their annotations when they all agree."""
+    from pegboard._bounding import bound_content
+
+    storage = pegboard.ManagedStorage(tmp_path / "managed")
+    limits = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
+    big = "\n".join(f"line {number}" for number in range(100))
+    bounded = await bound_content(
+        (pegboard.Text(big, annotations=first), pegboard.Text(big, annotations=second)),
+        limits,
+        storage,
+    )
+    (preview,) = bounded.content
+    assert isinstance(preview, pegboard.Text)
+    assert "omitted" in preview.text
+    assert kept == preview.annotations
 
 
 ISSUED = "issued-token"
