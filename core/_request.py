@@ -205,8 +205,9 @@ def _prune(
     defined: dict[str, tuple[Tool, ToolDefinition]], tools: Mapping[str, Tool | None]
 ) -> dict[str, tuple[Tool, ToolDefinition]]:
     """Forget the definitions of names that are gone (kept: the dict older snapshots share)."""
-    for name in [name for name in defined if name not in tools]:
-        del defined[name]
+    # list() copies in one step: another thread may be adding definitions meanwhile.
+    for name in [name for name in list(defined) if name not in tools]:
+        defined.pop(name, None)
     return defined
 
 
