@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
@@ -259,6 +260,12 @@ def dumped_size(value: Any) -> int:
 
 
 def _dumps_exact(value: Any) -> str:
+    # Only values holding an integer beyond 64 bits come here: the walk names
+    # one too long for JSON (MAX_INTEGER_DIGITS), where the interpreter would
+    # only say it cannot convert it. Depth was bounded where the value was made.
+    problem = find_problem(value, max_depth=sys.maxsize)
+    if problem is not None:
+        raise problem
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 

@@ -811,6 +811,29 @@ def orjson_free_int(raw: Any) -> int:
     return int(loaded["n"])
 
 
+@pytest.mark.parametrize("digits", [4001, 4300, 5000])
+async def test_law_codec_boundary_an_output_integer_too_long_for_json_fails_named(
+    location: pegboard.Location, context: Context, digits: int
+) -> None:
+    """An attrs output holding an integer of more than 4,000 digits fails as invalid
+    output naming the field, like such an input: never the interpreter's conversion error."""
+
+    @attrs.frozen
+    class Huge:
+        n: int
+
+    @pegboard.tool(description="Huge.", output=Huge)
+    async def huge(input: Any, ctx: pegboard.ToolContext) -> Huge:
+        return Huge(10**digits - 1)
+
+    location.tools.register({"huge": huge})
+    outcome = await call(location, "huge", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert "$.n: integer has more than 4,000 digits" in outcome.error.message
+    assert "set_int_max_str_digits" not in outcome.error.message
+
+
 async def test_law_codec_boundary_integers_beyond_64_bits_never_raise(
     location: pegboard.Location, context: Context, caplog: pytest.LogCaptureFixture
 ) -> None:
