@@ -17,6 +17,7 @@ __all__ = (
     "interruption",
     "left_out",
     "media",
+    "shown",
     "text_of",
 )
 
@@ -43,13 +44,20 @@ def answer(outcome: pegboard.Outcome) -> Answer:
             "result() needs the outcome's call identity (outcome.call) to name the call it "
             "answers; outcomes from request.execute() and load_outcome() of them carry one"
         )
+    failed = isinstance(outcome, pegboard.Failed)
+    return Answer(outcome.call.call_id, outcome.name, failed, shown(outcome))
+
+
+def shown(outcome: pegboard.Outcome) -> tuple[pegboard.ContentItem, ...]:
+    """What the model is shown: a completed call's content, or for a failed one
+    ``Error: <message>`` then the partial snapshot the tool reported before failing.
+    """
     if isinstance(outcome, pegboard.Completed):
-        items = outcome.content or (pegboard.Text("(no content)"),)
-        return Answer(outcome.call.call_id, outcome.name, False, items)
+        return outcome.content or (pegboard.Text("(no content)"),)
     error: tuple[pegboard.ContentItem, ...] = (pegboard.Text(f"Error: {outcome.error.message}"),)
     if outcome.partial:
         error += (pegboard.Text("Output before the error:"), *outcome.partial)
-    return Answer(outcome.call.call_id, outcome.name, True, error)
+    return error
 
 
 def interruption(call: pegboard.ToolCall, reason: str) -> Answer:
