@@ -229,8 +229,9 @@ def tool(
     ``title`` is a short name for people and ``annotations`` a
     `pegboard.ToolAnnotations` of hints about what the tool does.
     """
-    if execute is None:
-        return lambda function: Tool(
+
+    def make(function: Callable[..., Any]) -> Tool:
+        return Tool(
             description=description,
             execute=function,
             input=input,
@@ -238,14 +239,8 @@ def tool(
             title=title,
             annotations=annotations,
         )
-    return Tool(
-        description=description,
-        execute=execute,
-        input=input,
-        output=output,
-        title=title,
-        annotations=annotations,
-    )
+
+    return make if execute is None else make(execute)
 
 
 @attrs.frozen
