@@ -86,9 +86,9 @@ class Snapshot:
         #: The sorted definitions of an earlier snapshot of the same boards,
         #: and the names changed since: ours are those, patched.
         self._basis: tuple[tuple[ToolDefinition, ...], set[str]] | None = None
-        only = layers[0] if len(layers) == 1 else None
+        # One layer is the base, which holds no removed names: a plain dict.
         self.tools: Mapping[str, Tool] = (
-            only if only is not None else _Layered(layers, size)  # type: ignore[assignment]
+            layers[0] if len(layers) == 1 else _Layered(layers, size)  # type: ignore[assignment]
         )
 
     @classmethod
