@@ -94,13 +94,8 @@ class Pipeline:
 
     async def run(self, name: str, tool: Tool, call: ToolCall, identity: CallIdentity) -> Outcome:
         """Steps 2 to 8 for a resolved call."""
-        raw = call.input
         try:
-            if type(raw) is str and len(raw) <= self.max_input_bytes and raw.isascii():
-                parsed = loads(raw, max_depth=MAX_DEPTH)  # the common case, measured in O(1)
-            else:
-                parsed = self.read_input(raw)
-            value = tool.input.decode(parsed)
+            value = tool.input.decode(self.read_input(call.input))
         except ValueError as error:  # CodecError, or a custom codec's ValueError
             return await self.fail(
                 identity,
