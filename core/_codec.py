@@ -199,8 +199,13 @@ class AttrsCodec(Generic[T]):
         try:
             self._structure = converter().get_structure_hook(self.cls)
             self._unstructure = converter().get_unstructure_hook(self.cls)
-        except cattrs.StructureHandlerNotFoundError as error:
-            raise SchemaError(f"cannot decode {self.cls.__qualname__}: {error}") from None
+        except (cattrs.StructureHandlerNotFoundError, TypeError) as error:
+            # cattrs refuses, for one, a union of attrs classes it cannot tell apart
+            # (a TypeError): said now, when the tool is made, not at its first call.
+            raise SchemaError(
+                f"cannot decode {self.cls.__qualname__}: {error}; give each class of a union "
+                "a required field the others lack (a Literal tag field works)"
+            ) from None
         self._failures = (cattrs.BaseValidationError, ValueError, TypeError)
 
     @property

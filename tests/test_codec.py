@@ -217,6 +217,31 @@ def test_unsupported_field_type_names_the_field() -> None:
         pegboard.AttrsCodec(Event)
 
 
+@attrs.frozen
+class Circle:
+    radius: float
+
+
+@attrs.frozen
+class Ball:
+    radius: float
+
+
+@attrs.frozen
+class Shapes:
+    shape: Circle | Ball
+
+
+def test_a_union_cattrs_cannot_tell_apart_is_refused_when_the_tool_is_made() -> None:
+    """Two classes with the same fields make an ambiguous union: a SchemaError, not a TypeError."""
+    with pytest.raises(pegboard.SchemaError, match=r"cannot decode Shapes: .*Literal tag"):
+        pegboard.tool(description="Shapes.", execute=_never, input=Shapes)
+
+
+async def _never(input: object, context: pegboard.ToolContext) -> None:
+    raise AssertionError("never called")
+
+
 def test_schema_codec_returns_the_validated_json() -> None:
     """A runtime schema codec decodes to the JSON itself, after validating it."""
     codec = pegboard.SchemaCodec(
