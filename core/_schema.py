@@ -36,6 +36,8 @@ _SCALARS: dict[Any, dict[str, Any]] = {
     uuid.UUID: {"type": "string", "format": "uuid"},
 }
 
+_BARE_COLLECTIONS = frozenset({list, tuple, set, frozenset, dict})
+
 
 def check_schema(schema: object, *, where: str) -> None:
     """Raise `SchemaError` unless ``schema`` is valid JSON Schema 2020-12.
@@ -143,7 +145,8 @@ class _Deriver:
     def type_schema(self, hint: Any, where: str) -> dict[str, Any]:
         if hint in _SCALARS:
             return dict(_SCALARS[hint])
-        origin = typing.get_origin(hint)
+        # A bare ``list`` or ``dict`` holds anything, as ``list[Any]`` would.
+        origin = typing.get_origin(hint) or (hint if hint in _BARE_COLLECTIONS else None)
         args = typing.get_args(hint)
         if origin is typing.Annotated:
             return self.type_schema(args[0], where)
@@ -170,8 +173,12 @@ class _Deriver:
             items = self.type_schema(_only(args), where)
             return {"type": "array", "items": items, "uniqueItems": True}
         if origin is tuple:
+            if hint is tuple:
+                return {"type": "array", "items": {}}
             if len(args) == 2 and args[1] is Ellipsis:
                 return {"type": "array", "items": self.type_schema(args[0], where)}
+            if not args:  # tuple[()]
+                return {"type": "array", "maxItems": 0}
             prefix = [self.type_schema(arg, where) for arg in args]
             count = len(prefix)
             return {

@@ -218,6 +218,29 @@ def test_unsupported_field_type_names_the_field() -> None:
 
 
 @attrs.frozen
+class Loose:
+    items: list
+    mapping: dict
+    pair: tuple
+    tags: set
+    empty: tuple[()] = ()
+
+
+def test_bare_collections_hold_any_json() -> None:
+    """A bare ``list``, ``dict``, ``tuple`` or ``set`` annotation means any items, as ``[Any]``."""
+    codec = pegboard.AttrsCodec(Loose)
+    properties = codec.json_schema["properties"]
+    assert {"type": "array", "items": {}} == properties["items"] == properties["pair"]
+    assert {"type": "object", "additionalProperties": {}} == properties["mapping"]
+    assert {"type": "array", "items": {}, "uniqueItems": True} == properties["tags"]
+    assert {"type": "array", "maxItems": 0, "default": []} == properties["empty"]
+    raw = {"items": [1, "a", None], "mapping": {"k": [1]}, "pair": [1, "b"], "tags": ["x"]}
+    assert Loose([1, "a", None], {"k": [1]}, (1, "b"), {"x"}) == codec.decode(raw)
+    with pytest.raises(pegboard.CodecError, match=r"\$\.empty"):
+        codec.decode({**raw, "empty": [1]})
+
+
+@attrs.frozen
 class Circle:
     radius: float
 
