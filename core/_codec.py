@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -199,12 +200,19 @@ class AttrsCodec(Generic[T]):
         try:
             self._structure = converter().get_structure_hook(self.cls)
             self._unstructure = converter().get_unstructure_hook(self.cls)
-        except (cattrs.StructureHandlerNotFoundError, TypeError) as error:
-            # cattrs refuses, for one, a union of attrs classes it cannot tell apart
-            # (a TypeError): said now, when the tool is made, not at its first call.
+        except cattrs.StructureHandlerNotFoundError as error:
+            # A schema exists for any union; cattrs decodes only some: said now, when
+            # the tool is made, not at its first call.
             raise SchemaError(
-                f"cannot decode {self.cls.__qualname__}: {error}; give each class of a union "
-                "a required field the others lack (a Literal tag field works)"
+                f"cannot decode {self.cls.__qualname__}: cattrs has no way to decode "
+                f"{_type_name(error.type_)}; a union may join str, int, float, bool, None and "
+                "Literal values with one other type, or with attrs classes only: wrap the "
+                "other members in attrs classes"
+            ) from None
+        except TypeError as error:  # cattrs cannot tell a union's attrs classes apart
+            raise SchemaError(
+                f"cannot decode {self.cls.__qualname__}: {error}; give each attrs class of "
+                "the union a required field the others lack (a Literal tag field works)"
             ) from None
         self._failures = (cattrs.BaseValidationError, ValueError, TypeError)
 
@@ -264,6 +272,11 @@ class AttrsCodec(Generic[T]):
         return raw
 
 
+def _type_name(hint: Any) -> str:
+    """``A | list[int]`` as written, without module prefixes."""
+    return _MODULE_PREFIX.sub("", repr(hint)) if not isinstance(hint, type) else hint.__name__
+
+
 def _reason(error: BaseException, kind: type | None) -> str:
     if isinstance(error, ValueError | TypeError) and not isinstance(error, KeyError):
         return str(error)
@@ -271,6 +284,8 @@ def _reason(error: BaseException, kind: type | None) -> str:
 
     return cattrs.v.format_exception(error, kind)
 
+
+_MODULE_PREFIX = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*)")
 
 # Validators for custom codecs' schemas, built once per codec.
 _CHECKS: weakref.WeakKeyDictionary[Any, _Validator] = weakref.WeakKeyDictionary()

@@ -261,6 +261,25 @@ def test_a_union_cattrs_cannot_tell_apart_is_refused_when_the_tool_is_made() -> 
         pegboard.tool(description="Shapes.", execute=_never, input=Shapes)
 
 
+@pytest.mark.parametrize(
+    ("hint", "shown"),
+    [
+        (Circle | list[int], "Circle | list[int]"),
+        (datetime.datetime | Circle, "datetime | Circle"),
+        (dict[str, int] | list[str], "dict[str, int] | list[str]"),
+    ],
+)
+def test_a_union_cattrs_cannot_decode_is_refused_when_the_tool_is_made(
+    hint: Any, shown: str
+) -> None:
+    """A schema exists for any union, but a tool whose input cattrs cannot decode is refused."""
+    spec = attrs.frozen(type("Holder", (), {"__annotations__": {"value": hint}}))
+    with pytest.raises(pegboard.SchemaError) as caught:
+        pegboard.tool(description="Holder.", execute=_never, input=spec)
+    assert f"cannot decode Holder: cattrs has no way to decode {shown};" in str(caught.value)
+    assert "wrap the other members in attrs classes" in str(caught.value)
+
+
 async def _never(input: object, context: pegboard.ToolContext) -> None:
     raise AssertionError("never called")
 
