@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -109,6 +108,8 @@ class LocationConfig:
             return cls()
         except (OSError, UnicodeDecodeError) as error:
             raise ConfigError(f"{path}: cannot be read: {error}") from None
+        import tomllib  # only a Location with a config file pays for the parser
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:

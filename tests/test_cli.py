@@ -121,6 +121,34 @@ def test_help_imports_only_the_command_line(arguments: list[str]) -> None:
     assert "pegboard.cli._log" not in engine
 
 
+def test_tools_without_a_config_file_does_not_import_the_toml_parser(tmp_path: Path) -> None:
+    """A Location with no pegboard.toml opens without tomllib; one with a file reads it."""
+    script = (
+        "import sys\n"
+        "from pegboard.cli import main\n"
+        "try:\n"
+        "    main(['tools', '--location', sys.argv[1]])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('tomllib' in sys.modules, file=sys.stderr)\n"
+    )
+
+    def imported(root: Path) -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert "read" in result.stdout
+        return result.stderr.strip().splitlines()[-1]
+
+    assert "False" == imported(tmp_path)
+    (tmp_path / "pegboard.toml").write_text('plugins = ["builtin"]\n')
+    assert "True" == imported(tmp_path)
+
+
 def test_python_dash_m_runs_the_same_command(environment: dict[str, str]) -> None:
     """python -m pegboard is the same command."""
     result = subprocess.run(
