@@ -28,11 +28,16 @@ _STAMP = "%Y%m%dT%H%M%S"
 _NAME = re.compile(r"tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt\Z")
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
-#: An area is listed at most this many times per retention period by one process.
+#: The prune stamp: created or reopened, never through a symbolic link.
+_STAMP_FLAGS = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: An area is listed at most this many times per retention period.
 PRUNE_SCANS = 64
-#: When this process last listed each directory to prune it. Kept in memory,
-#: not in a file: the area holds only retained output.
+#: When this process last listed each directory to prune it.
 _PRUNED: dict[Path, float] = {}
+#: The file in each area whose modification time says when any process last
+#: listed it: a command that opens a Location and exits, run again and again,
+#: lists a large area only as often as one long-lived process would.
+PRUNE_STAMP = ".pruned"
 
 
 def default_storage_directory() -> Path:
@@ -101,9 +106,10 @@ class ManagedStorage:
         The age is the timestamp in each file's name. Nothing else is touched:
         not other names, not symlinks, not sub-folders (other Locations' areas).
         Listing a directory of many files costs, and every Location opened
-        prunes its area, so one process lists a directory at most once per
-        1/`PRUNE_SCANS` of the retention (a file outlives its retention by at
-        most that, while the process runs); ``force=True`` lists it now.
+        prunes its area, so an area is listed at most once per 1/`PRUNE_SCANS`
+        of the retention, by any process: the modification time of its
+        `PRUNE_STAMP` file says when it last was (a file outlives its retention
+        by at most that). ``force=True`` lists it now.
         """
         return await anyio.to_thread.run_sync(self._prune, time.time(), force)
 
@@ -178,8 +184,7 @@ class ManagedStorage:
 
     def _prune(self, now: float, force: bool = False) -> int:
         retention = self.retention.total_seconds()
-        last = _PRUNED.get(self.directory)
-        if not force and last is not None and 0 <= now - last < retention / PRUNE_SCANS:
+        if not force and 0 <= now - self._last_pruned() < retention / PRUNE_SCANS:
             return 0
         cutoff = time.strftime(_STAMP, time.gmtime(now - retention))
         removed = 0
@@ -207,7 +212,31 @@ class ManagedStorage:
                         continue  # pruned meanwhile by the same Location opened elsewhere
                     removed += 1
         _PRUNED[self.directory] = now
+        self._stamp(now)
         return removed
+
+    def _last_pruned(self) -> float:
+        last = _PRUNED.get(self.directory)
+        if last is None:
+            try:
+                info = os.stat(self.directory / PRUNE_STAMP, follow_symlinks=False)
+            except OSError:
+                return -1.0  # never listed, or unreadable: list now
+            last = info.st_mtime if stat.S_ISREG(info.st_mode) else -1.0
+        return last
+
+    def _stamp(self, now: float) -> None:
+        stamp = self.directory / PRUNE_STAMP
+        try:
+            descriptor = os.open(stamp, _STAMP_FLAGS, 0o600)
+        except OSError as error:
+            # Housekeeping: without the stamp, other processes just list again.
+            logger.debug("cannot stamp managed storage %s: %s", self.directory, error)
+            return
+        try:
+            os.utime(descriptor, (now, now))
+        finally:
+            os.close(descriptor)
 
 
 def _sync_directory(directory: Path) -> None:

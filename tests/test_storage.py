@@ -7,6 +7,8 @@ import errno
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +27,13 @@ SMALL = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
 MANAGED_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
+#: The file whose modification time says when the area was last listed to prune it.
+STAMP = ".pruned"
+
+
 def listing(directory: Path) -> list[str]:
-    return sorted(os.listdir(directory)) if directory.exists() else []
+    """The area's entries, apart from its prune stamp."""
+    return sorted(set(os.listdir(directory)) - {STAMP}) if directory.exists() else []
 
 
 def echo_tool(content: object) -> pegboard.Tool:
@@ -340,6 +347,61 @@ async def test_law_storage_encapsulation_a_location_cannot_reach_another_locatio
         assert "SECRET" not in tool_text(outcome)
         assert saved.name not in tool_text(outcome)
     assert saved.exists()
+
+
+def prune_in_a_new_process(directory: Path) -> int:
+    """How many files ``ManagedStorage(directory).prune()`` removes in a fresh interpreter."""
+    script = (
+        "import sys, datetime, anyio, pegboard\n"
+        "storage = pegboard.ManagedStorage(sys.argv[1], retention=datetime.timedelta(days=64))\n"
+        "print(anyio.run(storage.prune))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return int(result.stdout)
+
+
+def expired(directory: Path, token: str) -> Path:
+    return plant(directory, f"tool-output-{stamp(datetime.timedelta(days=65))}-{token:0>16}.txt")
+
+
+def test_a_new_process_does_not_list_an_area_another_listed_recently(storage_dir: Path) -> None:
+    """The prune stamp spans processes: a command run again soon lists nothing; later it does."""
+    expired(storage_dir, "aa")
+    assert 1 == prune_in_a_new_process(storage_dir)
+    written = (storage_dir / STAMP).lstat()
+    assert stat.S_ISREG(written.st_mode)
+    assert 0o600 == stat.S_IMODE(written.st_mode)
+    late = expired(storage_dir, "bb")
+    assert 0 == prune_in_a_new_process(storage_dir)  # within a day (1/64 of 64 days)
+    assert late.exists()
+    a_day_ago = time.time() - datetime.timedelta(days=1, seconds=1).total_seconds()
+    os.utime(storage_dir / STAMP, (a_day_ago, a_day_ago))
+    assert 1 == prune_in_a_new_process(storage_dir)
+    assert not late.exists()
+    assert time.time() - (storage_dir / STAMP).stat().st_mtime < 60
+
+
+def test_a_prune_stamp_that_is_a_symlink_is_neither_trusted_nor_followed(
+    tmp_path: Path, storage_dir: Path
+) -> None:
+    """A symlink in the stamp's place does not skip the listing, and its target is not touched."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not ours")
+    an_hour_ago = time.time() - 3600
+    os.utime(target, (an_hour_ago, an_hour_ago))  # read through the link: "listed an hour ago"
+    old = expired(storage_dir, "aa")
+    (storage_dir / STAMP).symlink_to(target)
+    assert 1 == prune_in_a_new_process(storage_dir)
+    assert not old.exists()
+    assert (storage_dir / STAMP).is_symlink()
+    assert an_hour_ago == pytest.approx(target.stat().st_mtime, abs=1e-3)
+    assert "not ours" == target.read_text()
 
 
 async def test_law_storage_encapsulation_pruning_touches_only_the_pruning_locations_area(
