@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
+import math
 import os
 import re
 import stat
@@ -184,8 +185,15 @@ class ManagedStorage:
 
     def _prune(self, now: float, force: bool = False) -> int:
         retention = self.retention.total_seconds()
-        if not force and 0 <= now - self._last_pruned() < retention / PRUNE_SCANS:
-            return 0
+        if not force:
+            # This process's own memory first (no stat), then the stamp any process left.
+            since = retention / PRUNE_SCANS
+            if 0 <= now - _PRUNED.get(self.directory, -math.inf) < since:
+                return 0
+            stamped = self._stamped()
+            if 0 <= now - stamped < since:
+                _PRUNED[self.directory] = stamped
+                return 0
         cutoff = time.strftime(_STAMP, time.gmtime(now - retention))
         removed = 0
         try:
@@ -215,15 +223,13 @@ class ManagedStorage:
         self._stamp(now)
         return removed
 
-    def _last_pruned(self) -> float:
-        last = _PRUNED.get(self.directory)
-        if last is None:
-            try:
-                info = os.stat(self.directory / PRUNE_STAMP, follow_symlinks=False)
-            except OSError:
-                return -1.0  # never listed, or unreadable: list now
-            last = info.st_mtime if stat.S_ISREG(info.st_mode) else -1.0
-        return last
+    def _stamped(self) -> float:
+        """When the stamp says the area was last listed; -inf if it cannot say."""
+        try:
+            info = os.stat(self.directory / PRUNE_STAMP, follow_symlinks=False)
+        except OSError:
+            return -math.inf  # never listed, or unreadable: list now
+        return info.st_mtime if stat.S_ISREG(info.st_mode) else -math.inf
 
     def _stamp(self, now: float) -> None:
         stamp = self.directory / PRUNE_STAMP
