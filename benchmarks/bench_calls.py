@@ -10,7 +10,9 @@ return, fastmcp, pydantic-ai, LangChain); a missing peer is left out and said
 so. Every contestant builds its per-call objects (context, call, call id) in
 the timed loop, as a real runner must. Per-call rounds are timed in thread
 CPU time, which other processes on a shared machine do not inflate. The
-script prints Markdown tables and always exits 0.
+script prints Markdown tables and always exits 0; ``--json PATH`` also writes
+the targets of the performance summary and the peers beside them (see
+``bench_targets.py``).
 """
 
 from __future__ import annotations
