@@ -10,7 +10,9 @@ return, fastmcp, pydantic-ai, LangChain); a missing peer is left out and said
 so. Every contestant builds its per-call objects (context, call, call id) in
 the timed loop, as a real runner must. Per-call rounds are timed in thread
 CPU time, which other processes on a shared machine do not inflate. The
-script prints Markdown tables and always exits 0.
+script prints Markdown tables and always exits 0; ``--json PATH`` also writes
+the targets of the performance summary and the peers beside them (see
+``bench_targets.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 import anyio
 import attrs
+from _targets import Reading, add_json_option, command_line, paired, quietest, within, write
 from _timing import collector_paused  # beside this script on sys.path
 from typing_extensions import TypedDict  # pydantic refuses typing.TypedDict before 3.12
 
@@ -690,7 +693,11 @@ def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 
 @attrs.frozen
 class Target:
-    """A derived quantity, its limit, and how to print it."""
+    """A derived quantity, its limit, and how to print it.
+
+    ``summary`` marks the targets of the performance summary and the peers shown
+    beside them: those ``--json`` writes, under ``title`` if it has one.
+    """
 
     label: str
     median: float
@@ -698,6 +705,8 @@ class Target:
     limit: float | None
     unit: str
     strict: bool = False
+    summary: bool = False
+    title: str | None = None
 
     def cells(self) -> tuple[str, ...]:
         if self.limit is None:
@@ -713,14 +722,19 @@ class Target:
         return f"{number(value)} {self.unit}".rstrip()
 
     def verdict(self, value: float) -> str:
-        assert self.limit is not None
-        within = value < self.limit if self.strict else value <= self.limit
-        return "met" if within else "MISSED"
+        return "met" if within(value, self.limit, strict=self.strict) else "MISSED"
 
-
-def paired(ours: Figure, theirs: Figure, combine: Callable[[float, float], float]) -> float:
-    """The median over rounds of ``combine`` applied to figures timed in the same round."""
-    return statistics.median(map(combine, ours.samples, theirs.samples))
+    def reading(self, command: str) -> Reading:
+        """The target as ``--json`` writes it; ``met`` reads the median."""
+        return Reading(
+            quantity=self.title or self.label,
+            figure=self.median,
+            unit=self.unit or "x",
+            quietest=self.best,
+            limit=self.limit,
+            met=within(self.median, self.limit, strict=self.strict),
+            command=command,
+        )
 
 
 def compared(
@@ -730,12 +744,15 @@ def compared(
     combine: Callable[[float, float], float],
     limit: float | None,
     unit: str,
+    *,
+    strict: bool = False,
+    summary: bool = False,
+    title: str | None = None,
 ) -> Target:
-    # The round where both ran nearest their own best: the machine's quietest moment.
-    rounds = range(len(ours.samples))
-    quiet = min(rounds, key=lambda i: ours.samples[i] / ours.best + theirs.samples[i] / theirs.best)
-    best = combine(ours.samples[quiet], theirs.samples[quiet])
-    return Target(label, paired(ours, theirs, combine), best, limit, unit)
+    """``ours`` against ``theirs``, paired round by round; the best is the quietest round's."""
+    median = paired(ours.samples, theirs.samples, combine)
+    best = quietest(ours.samples, theirs.samples, combine)
+    return Target(label, median, best, limit, unit, strict, summary, title)
 
 
 def call_targets(figures: dict[str, Figure]) -> list[Target]:
@@ -748,15 +765,29 @@ def call_targets(figures: dict[str, Figure]) -> list[Target]:
             if peer in figures:
                 limit = limits.get(peer) if key == "text" else None
                 label = f"pegboard ({form}) / {peer}"
-                targets.append(compared(label, ours, figures[peer], ratio, limit, ""))
+                title = f"per call, {form}: pegboard / {figures[peer].label.removeprefix('call: ')}"
+                targets.append(
+                    compared(
+                        label,
+                        ours,
+                        figures[peer],
+                        ratio,
+                        limit,
+                        "",
+                        summary=key == "text",
+                        title=title,
+                    )
+                )
         targets.append(compared(f"pegboard ({form}) - direct", ours, direct, gap, 10, "µs"))
     ten_kb = compared(
         "10 KB text result - short text result",
         figures["ten_kb"],
         figures["short"],
         gap,
-        None,
+        3.6,
         "µs",
+        summary=True,
+        title="per call: a 10 KB text result - a short text result (counting its newlines)",
     )
     targets.append(ten_kb)
     return targets
@@ -781,6 +812,7 @@ def against_targets(figures: dict[str, Figure], bounds: dict[str, Bounding]) -> 
                 ratio,
                 2,
                 "x",
+                summary=True,
             ),
             compared(
                 f"bounding {mib}: execute() / write of encoded bytes",
@@ -789,6 +821,7 @@ def against_targets(figures: dict[str, Figure], bounds: dict[str, Bounding]) -> 
                 ratio,
                 None,
                 "x",
+                summary=True,
             ),
             compared(
                 f"bounding {mib}: execute() / write_text + fsync",
@@ -823,12 +856,14 @@ def against_targets(figures: dict[str, Figure], bounds: dict[str, Bounding]) -> 
             ratio,
             1,
             "x",
+            strict=True,
+            summary=True,
         )
     )
     return targets
 
 
-async def main(settings: Settings, profile: bool, only: str | None) -> int:
+async def main(settings: Settings, profile: bool, only: str | None, json: str | None) -> int:
     host = pegboard.Host()
     peers = {key: peer for key, make in PEERS.items() if (peer := make()) is not None}
     profiles: list[str] = []
@@ -899,7 +934,10 @@ async def main(settings: Settings, profile: bool, only: str | None) -> int:
         "quietest: the round nearest both bests, or the best for a single figure)\n"
     )
     header = ("quantity", "median", "quietest", "target", "verdict (median / quietest)")
-    print(table(header, [target.cells() for target in against_targets(figures, bounds)]))
+    targets = against_targets(figures, bounds)
+    print(table(header, [target.cells() for target in targets]))
+    command = command_line()
+    write(json, [target.reading(command) for target in targets if target.summary])
     titles = ("Request.execute, JSON text input, by own time", "MCPServer.call_tool, cumulative")
     for title, report in zip(titles, profiles, strict=False):
         print(f"\n## cProfile of {title}\n")
@@ -914,10 +952,11 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--only", choices=("calls", "prepare", "bounding"), help="run one part of the benchmark"
     )
+    add_json_option(parser)
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
     arguments = parse_arguments(sys.argv[1:])
     settings = QUICK if arguments.quick else FULL
-    sys.exit(anyio.run(main, settings, arguments.profile, arguments.only))
+    sys.exit(anyio.run(main, settings, arguments.profile, arguments.only, arguments.json))

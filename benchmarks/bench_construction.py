@@ -5,18 +5,21 @@ Both sides build a tool for ``{a: int, b: int}`` in and ``{sum: int}`` out:
 pegboard from attrs classes, MCPServer from the function's signature. pegboard
 is timed twice: with the same classes each time (one codec per class, derived
 once) and with fresh classes each time (every schema, check and cattrs hook
-derived anew). The script prints a Markdown table and always exits 0.
+derived anew). The script prints a Markdown table and always exits 0;
+``--json PATH`` also writes the two ratios against their target.
 """
 
 from __future__ import annotations
 
 import argparse
+import operator
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
 import attrs
+from _targets import Reading, add_json_option, command_line, paired, quietest, within, write
 from typing_extensions import TypedDict
 
 import pegboard
@@ -44,7 +47,11 @@ def fresh_classes(n: int) -> list[tuple[type, type]]:
     ]
 
 
-def main(quick: bool) -> int:
+#: The most pegboard.tool may take, as a multiple of MCP's add_tool.
+TARGET = 0.5
+
+
+def main(quick: bool, json: str | None) -> int:
     rounds, per_round = (3, 20) if quick else (15, 100)
     pairs = fresh_classes(rounds * per_round + 1)
     same = pairs[-1]
@@ -93,18 +100,36 @@ def main(quick: bool) -> int:
     print("| measurement | median | best |\n| --- | ---: | ---: |")
     for key, values in samples.items():
         print(f"| {labels[key]} | {statistics.median(values):,.1f} | {min(values):,.1f} |")
+    readings = []
     if server is not None:
         for key in ("same", "fresh"):
-            ratio = statistics.median(
-                a / b for a, b in zip(samples[key], samples["mcp"], strict=True)
+            # Paired within each round; the best column holds the quietest round's ratio.
+            ratio = paired(samples[key], samples["mcp"], operator.truediv)
+            quiet = quietest(samples[key], samples["mcp"], operator.truediv)
+            met = within(ratio, TARGET)
+            verdict = "met" if met else "not met"
+            label = f"ratio: {labels[key]} / MCP (target <= {TARGET:g})"
+            print(f"| {label}: {verdict} | {ratio:.3f} | {quiet:.3f} |")
+            readings.append(
+                Reading(
+                    quantity=f"{labels[key]} / MCP add_tool",
+                    figure=ratio,
+                    unit="x",
+                    quietest=quiet,
+                    limit=TARGET,
+                    met=met,
+                    command=command_line(),
+                )
             )
-            print(f"| ratio: {labels[key]} / MCP (target <= 0.5) | {ratio:.3f} | |")
     else:
         print("\nThe MCP SDK is not installed (pip install -e '.[bench]'): no MCP figures.")
+    write(json, readings)
     return 0
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Time tool construction against MCP.")
     parser.add_argument("--quick", action="store_true", help="few tools: a smoke run")
-    sys.exit(main(parser.parse_args(sys.argv[1:]).quick))
+    add_json_option(parser)
+    arguments = parser.parse_args(sys.argv[1:])
+    sys.exit(main(arguments.quick, arguments.json))

@@ -14,7 +14,8 @@ busy machine). It also counts the modules each command imports.
 
 The commands run with bytecode caching on (``PYTHONDONTWRITEBYTECODE``
 unset) after one untimed round, as an installed wheel runs from the ``.pyc``
-files pip compiled. It prints Markdown and always exits 0.
+files pip compiled. It prints Markdown and always exits 0; ``--json PATH``
+also writes the wall ratios that have a target.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from _targets import Reading, add_json_option, command_line, within, write
 
 #: The most each command may take, as a multiple of ``python -c pass``.
 TARGETS = {"pegboard --help": 3.0, "pegboard tools": 6.0}
@@ -125,23 +128,39 @@ def main(arguments: argparse.Namespace) -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     base = "python -c pass"
+    readings = []
     for label in commands:
         ratio = statistics.median(w / b for w, b in zip(wall[label], wall[base], strict=True))
         cpu_ratio = statistics.median(c / b for c, b in zip(cpu[label], cpu[base], strict=True))
         target = TARGETS.get(label)
-        status = "-" if target is None else "met" if ratio <= target else "not met"
+        met = within(ratio, target)
+        status = "-" if met is None else "met" if met else "not met"
+        if target is not None:
+            readings.append(
+                Reading(
+                    quantity=f"`{label}` / `{base}`, wall",
+                    figure=ratio,
+                    unit="x",
+                    quietest=None,
+                    limit=target,
+                    met=met,
+                    command=command_line(),
+                )
+            )
         print(
             f"| `{label}` | {statistics.median(wall[label]) * 1000:.1f} ms | {ratio:.2f}x "
             f"| {statistics.median(cpu[label]) * 1000:.1f} ms | {cpu_ratio:.2f}x "
             f"| {counts[label]} | {f'<= {target:g}x' if target else '-'} | {status} |"
         )
     print("\nRatios are medians of the ratio within each round; the status reads the wall ratio.\n")
+    write(arguments.json, readings)
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds")
     parser.add_argument("--rounds", type=int, help="timed rounds (default 30, 3 with --quick)")
+    add_json_option(parser)
     return parser.parse_args(argv)
 
 
