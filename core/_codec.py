@@ -197,9 +197,14 @@ class AttrsCodec(Generic[T]):
         check_schema(schema, where=f"schema of {self.cls.__qualname__}")
         self._validator = _Validator(schema)
         self._frozen = freeze(schema)
+        # Deriving a hook generates and compiles code: the bulk of making a tool.
+        # The structure hook is derived now, as it is where cattrs refuses a type,
+        # straight from the class (a new class is certain to miss the converter's
+        # dispatch, and searching it costs as much again); the unstructure hook,
+        # which never refuses, on the first encode.
+        self._unstructure = self._unstructure_first
         try:
-            self._structure = converter().get_structure_hook(self.cls)
-            self._unstructure = converter().get_unstructure_hook(self.cls)
+            self._structure = converter().gen_structure_attrs_fromdict(self.cls)
         except cattrs.StructureHandlerNotFoundError as error:
             # A schema exists for any union; cattrs decodes only some: said now, when
             # the tool is made, not at its first call.
@@ -215,6 +220,10 @@ class AttrsCodec(Generic[T]):
                 "the union a required field the others lack (a Literal tag field works)"
             ) from None
         self._failures = (cattrs.BaseValidationError, ValueError, TypeError)
+
+    def _unstructure_first(self, value: T) -> Any:
+        self._unstructure = converter().get_unstructure_hook(self.cls)
+        return self._unstructure(value)
 
     @property
     def json_schema(self) -> Mapping[str, Any]:
