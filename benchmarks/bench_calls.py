@@ -6,7 +6,7 @@ Run ``python benchmarks/bench_calls.py`` (``--quick`` for a fast smoke run,
 loop, round-robin so machine noise hits each alike: a direct ``await`` of its
 function, pegboard's ``Request.execute`` and every peer that is installed
 (openai-agents, the MCP SDK's ``MCPServer`` with an untyped and a typed
-return, fastmcp, pydantic-ai, LangChain); a missing peer is left out and said
+return, fastmcp, pydantic-ai, LangChain, llm); a missing peer is left out and said
 so. Every contestant builds its per-call objects (context, call, call id) in
 the timed loop, as a real runner must. Per-call rounds are timed in thread
 CPU time, which other processes on a shared machine do not inflate. The
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
@@ -387,8 +387,46 @@ def langchain_peer() -> Peer | None:
     return Peer("LangChain StructuredTool.ainvoke, tool-call dict", run, check)
 
 
-#: Peers by key; ``llm`` is not among them: it runs a tool only inside a model
-#: response's ``execute_tool_calls``, with no entry point to time on its own.
+def llm_peer() -> Peer | None:
+    try:
+        import llm
+        from llm.models import AsyncResponse, Prompt
+    except ImportError:
+        return None
+
+    class Scripted(llm.AsyncModel):  # type: ignore[misc]
+        """A model that is never prompted: llm runs tools on a response of one."""
+
+        model_id = "scripted"
+        supports_tools = True
+
+        async def execute(self, *args: object) -> AsyncIterator[str]:
+            return
+            yield ""
+
+    model = Scripted()
+    tool = llm.Tool.function(add_typed)
+    tools = [tool]
+    response = AsyncResponse(Prompt("", model=model, tools=tools), model, stream=False)
+    execute, tool_call = response.execute_tool_calls, llm.ToolCall
+
+    async def run(n: int) -> int:
+        start = thread_ns()
+        for _ in range(n):
+            calls = [tool_call(name="add_typed", arguments={"a": 1, "b": 2}, tool_call_id="c")]
+            await execute(tool_calls_list=calls, tools=tools)
+        return thread_ns() - start
+
+    async def check() -> None:
+        calls = [tool_call(name="add_typed", arguments=ARGUMENTS, tool_call_id="c")]
+        (result,) = await execute(tool_calls_list=calls, tools=tools)
+        assert result.exception is None, result
+        assert '"sum": 3' in result.output, result
+
+    return Peer("llm AsyncResponse.execute_tool_calls, dict arguments", run, check)
+
+
+#: Peers by key, each optional (pip install -e '.[bench]' installs them all).
 PEERS: dict[str, Callable[[], Peer | None]] = {
     "agents": agents_peer,
     "mcp": lambda: mcp_peer(add_untyped, "untyped dict return"),
@@ -396,6 +434,7 @@ PEERS: dict[str, Callable[[], Peer | None]] = {
     "fastmcp": fastmcp_peer,
     "pydantic_ai": pydantic_ai_peer,
     "langchain": langchain_peer,
+    "llm": llm_peer,
 }
 
 
@@ -928,7 +967,6 @@ async def main(settings: Settings, profile: bool, only: str | None, json: str | 
     missing = sorted(set(PEERS) - set(peers))
     if missing:
         print(f"\nNot installed (pip install -e '.[bench]'), left out: {', '.join(missing)}.")
-    print("\nllm is not timed: it runs a tool only inside a model response.")
     print(
         "\n## Against the targets (ratios and differences paired within each round; "
         "quietest: the round nearest both bests, or the best for a single figure)\n"
