@@ -281,9 +281,12 @@ class AttrsCodec(Generic[T]):
         return raw
 
 
+_MODULE_PREFIX = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*)")
+
+
 def _type_name(hint: Any) -> str:
     """``A | list[int]`` as written, without module prefixes."""
-    return _MODULE_PREFIX.sub("", repr(hint)) if not isinstance(hint, type) else hint.__name__
+    return hint.__name__ if isinstance(hint, type) else _MODULE_PREFIX.sub("", repr(hint))
 
 
 def _reason(error: BaseException, kind: type | None) -> str:
@@ -293,8 +296,6 @@ def _reason(error: BaseException, kind: type | None) -> str:
 
     return cattrs.v.format_exception(error, kind)
 
-
-_MODULE_PREFIX = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*)")
 
 # Validators for custom codecs' schemas, built once per codec.
 _CHECKS: weakref.WeakKeyDictionary[Any, _Validator] = weakref.WeakKeyDictionary()

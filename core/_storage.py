@@ -232,17 +232,15 @@ class ManagedStorage:
         return info.st_mtime if stat.S_ISREG(info.st_mode) else -math.inf
 
     def _stamp(self, now: float) -> None:
-        stamp = self.directory / PRUNE_STAMP
         try:
-            descriptor = os.open(stamp, _STAMP_FLAGS, 0o600)
+            descriptor = os.open(self.directory / PRUNE_STAMP, _STAMP_FLAGS, 0o600)
+            try:
+                os.utime(descriptor, (now, now))
+            finally:
+                os.close(descriptor)
         except OSError as error:
             # Housekeeping: without the stamp, other processes just list again.
             logger.debug("cannot stamp managed storage %s: %s", self.directory, error)
-            return
-        try:
-            os.utime(descriptor, (now, now))
-        finally:
-            os.close(descriptor)
 
 
 def _sync_directory(directory: Path) -> None:

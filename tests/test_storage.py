@@ -385,6 +385,11 @@ def test_a_new_process_does_not_list_an_area_another_listed_recently(storage_dir
     assert 1 == prune_in_a_new_process(storage_dir)
     assert not late.exists()
     assert time.time() - (storage_dir / STAMP).stat().st_mtime < 60
+    # A stamp from the future (a wrong clock, or a planted file) postpones nothing.
+    expired(storage_dir, "cc")
+    in_a_year = time.time() + datetime.timedelta(days=365).total_seconds()
+    os.utime(storage_dir / STAMP, (in_a_year, in_a_year))
+    assert 1 == prune_in_a_new_process(storage_dir)
 
 
 def test_a_prune_stamp_that_is_a_symlink_is_neither_trusted_nor_followed(
