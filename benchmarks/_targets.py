@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ __all__ = (
     "load",
     "paired",
     "quietest",
+    "ratio",
     "within",
     "write",
 )
@@ -31,6 +33,22 @@ UNITS = ("x", "µs", "ms")
 _text = attrs.validators.instance_of(str)
 # JSON writes a whole float such as 10.0 back as 10.0, but a limit given as 10 as 10.
 _number = attrs.validators.instance_of((int, float))
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command that ran this script, as the readings quote it (without ``--json``)."""
+    arguments = list(sys.argv if argv is None else argv)
+    script, rest = Path(arguments[0]).name, arguments[1:]
+    kept: list[str] = []
+    skip = False
+    for argument in rest:
+        if skip:
+            skip = False
+        elif argument == "--json":
+            skip = True
+        elif not argument.startswith("--json="):
+            kept.append(argument)
+    return " ".join([f"benchmarks/{script}", *kept])
 
 
 @attrs.frozen(kw_only=True)
@@ -45,12 +63,13 @@ class Reading:
     quantity: str = attrs.field(validator=_text)
     figure: float = attrs.field(validator=_number)
     unit: str = attrs.field(validator=attrs.validators.in_(UNITS))
-    quietest: float | None = attrs.field(validator=attrs.validators.optional(_number))
+    quietest: float | None = attrs.field(default=None, validator=attrs.validators.optional(_number))
     limit: float | None = attrs.field(validator=attrs.validators.optional(_number))
     met: bool | None = attrs.field(
         validator=attrs.validators.optional(attrs.validators.instance_of(bool))
     )
-    command: str = attrs.field(validator=_text)
+    #: The command that measured it: by default, the one that ran this script.
+    command: str = attrs.field(factory=command_line, validator=_text)
 
 
 #: The keys of each reading's JSON object, in order.
@@ -80,20 +99,19 @@ def quietest(
     return combine(ours[quiet], theirs[quiet])
 
 
-def command_line(argv: Sequence[str] | None = None) -> str:
-    """The command that ran this script, as the readings quote it (without ``--json``)."""
-    arguments = list(sys.argv if argv is None else argv)
-    script, rest = Path(arguments[0]).name, arguments[1:]
-    kept: list[str] = []
-    skip = False
-    for argument in rest:
-        if skip:
-            skip = False
-        elif argument == "--json":
-            skip = True
-        elif not argument.startswith("--json="):
-            kept.append(argument)
-    return " ".join([f"benchmarks/{script}", *kept])
+def ratio(
+    quantity: str, ours: Sequence[float], theirs: Sequence[float], limit: float | None
+) -> Reading:
+    """The reading of ``ours / theirs``, paired within each round, against ``limit``."""
+    figure = paired(ours, theirs, operator.truediv)
+    return Reading(
+        quantity=quantity,
+        figure=figure,
+        unit="x",
+        quietest=quietest(ours, theirs, operator.truediv),
+        limit=limit,
+        met=within(figure, limit),
+    )
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

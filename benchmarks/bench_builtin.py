@@ -38,7 +38,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-from _targets import Reading, add_json_option, command_line, within, write
+from _targets import Reading, add_json_option, within, write
 
 import pegboard
 from pegboard.plugins_builtin._ripgrep import binary
@@ -390,10 +390,8 @@ async def bench_read(host: pegboard.Host, scratch: Path, size: int, rounds: int)
         quantity=f"read of a page at 90% of a {megabytes} file / sed -n 'A,Bp', wall",
         figure=ratio,
         unit="x",
-        quietest=None,
         limit=READ_TARGET,
         met=met,
-        command=command_line(),
     )
 
 

@@ -12,14 +12,13 @@ derived anew). The script prints a Markdown table and always exits 0;
 from __future__ import annotations
 
 import argparse
-import operator
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
 import attrs
-from _targets import Reading, add_json_option, command_line, paired, quietest, within, write
+from _targets import add_json_option, ratio, write
 from typing_extensions import TypedDict
 
 import pegboard
@@ -104,23 +103,11 @@ def main(quick: bool, json: str | None) -> int:
     if server is not None:
         for key in ("same", "fresh"):
             # Paired within each round; the best column holds the quietest round's ratio.
-            ratio = paired(samples[key], samples["mcp"], operator.truediv)
-            quiet = quietest(samples[key], samples["mcp"], operator.truediv)
-            met = within(ratio, TARGET)
-            verdict = "met" if met else "not met"
+            reading = ratio(f"{labels[key]} / MCP add_tool", samples[key], samples["mcp"], TARGET)
+            verdict = "met" if reading.met else "not met"
             label = f"ratio: {labels[key]} / MCP (target <= {TARGET:g})"
-            print(f"| {label}: {verdict} | {ratio:.3f} | {quiet:.3f} |")
-            readings.append(
-                Reading(
-                    quantity=f"{labels[key]} / MCP add_tool",
-                    figure=ratio,
-                    unit="x",
-                    quietest=quiet,
-                    limit=TARGET,
-                    met=met,
-                    command=command_line(),
-                )
-            )
+            print(f"| {label}: {verdict} | {reading.figure:.3f} | {reading.quietest:.3f} |")
+            readings.append(reading)
     else:
         print("\nThe MCP SDK is not installed (pip install -e '.[bench]'): no MCP figures.")
     write(json, readings)

@@ -23,7 +23,7 @@ from time import perf_counter_ns
 import anyio
 import attrs
 import importlib_metadata
-from _targets import Reading, add_json_option, command_line, within, write
+from _targets import Reading, add_json_option, within, write
 from _timing import collector_paused  # beside this script on sys.path
 
 import pegboard
@@ -177,10 +177,8 @@ def growth_rows(
             f"(quadratic: {largest / smallest:.0f}x)",
             figure=growth,
             unit="x",
-            quietest=None,
             limit=GROWTH,
             met=met,
-            command=command_line(),
         )
     )
     return rows
@@ -257,10 +255,8 @@ async def main(settings: Settings, json: str | None) -> int:
                         quantity=f"{what} after one change, {large:,} tools / {small:,} tools",
                         figure=ratio,
                         unit="x",
-                        quietest=None,
                         limit=limit,
                         met=met,
-                        command=command_line(),
                     )
                 )
         rounds = max(settings.rounds, 3)
@@ -284,10 +280,8 @@ async def main(settings: Settings, json: str | None) -> int:
                 "(limit: one entry-point scan)",
                 figure=opened,
                 unit="ms",
-                quietest=None,
                 limit=scanned,
                 met=met,
-                command=command_line(),
             )
         )
     print(f"## Scale ({settings.name} run; best of {settings.rounds} rounds)\n")

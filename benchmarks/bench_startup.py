@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from _targets import Reading, add_json_option, command_line, within, write
+from _targets import Reading, add_json_option, within, write
 
 #: The most each command may take, as a multiple of ``python -c pass``.
 TARGETS = {"pegboard --help": 3.0, "pegboard tools": 6.0}
@@ -141,10 +141,8 @@ def main(arguments: argparse.Namespace) -> None:
                     quantity=f"`{label}` / `{base}`, wall",
                     figure=ratio,
                     unit="x",
-                    quietest=None,
                     limit=target,
                     met=met,
-                    command=command_line(),
                 )
             )
         print(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import operator
 import os
 import statistics
 import sys
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _targets import Reading, add_json_option, command_line, paired, quietest, within, write
+from _targets import add_json_option, ratio, write
 
 import pegboard
 
@@ -144,21 +143,10 @@ async def main(quick: bool, json: str | None) -> None:
     readings = []
     pairs = [(label, labels[0]) for label in labels[1:3]] + [(labels[4], labels[3])]
     for label, base in pairs:
-        ratio = paired(samples[label], samples[base], operator.truediv)
-        quiet = quietest(samples[label], samples[base], operator.truediv)
-        met = within(ratio, TARGET)
-        print(f"{label:<50} {ratio:5.2f}x  quietest {quiet:5.2f}x  {'met' if met else 'not met'}")
-        readings.append(
-            Reading(
-                quantity=f"open a Location, {label} / {base}",
-                figure=ratio,
-                unit="x",
-                quietest=quiet,
-                limit=TARGET,
-                met=met,
-                command=command_line(),
-            )
-        )
+        reading = ratio(f"open a Location, {label} / {base}", samples[label], samples[base], TARGET)
+        verdict = "met" if reading.met else "not met"
+        print(f"{label:<50} {reading.figure:5.2f}x  quietest {reading.quietest:5.2f}x  {verdict}")
+        readings.append(reading)
     write(json, readings)
 
 
