@@ -5,6 +5,7 @@ from __future__ import annotations
 # typing is not imported at run time: `pegboard --help` imports this module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, MutableMapping
     from typing import Any
 
     from pegboard.hookspecs import hookimpl
@@ -185,16 +186,32 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'pegboard' has no attribute {name!r}")
-    import importlib
+def _exports(
+    package: str,
+    homes: Mapping[str, str],
+    namespace: MutableMapping[str, Any],
+    public: Iterable[str],
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``, whose names live in ``homes``.
 
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value  # later lookups are ordinary attribute reads
-    return value
+    ``homes`` maps each name to the module (relative to ``package``) that defines
+    it; a name read once is kept in ``namespace``, so later reads are ordinary.
+    """
+
+    def attribute(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        import importlib
+
+        value = getattr(importlib.import_module(home, package), name)
+        namespace[name] = value
+        return value
+
+    def listing() -> list[str]:
+        return sorted({*namespace, *public})
+
+    return attribute, listing
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _exports(__name__, _HOMES, globals(), __all__)
