@@ -44,32 +44,32 @@ class _Observer:
         self.seen[event.call.call_id] = event.outcome
 
 
-class _MetadataWarnings(logging.Handler):
-    """Keeps pegboard's warnings about metadata the pipeline dropped."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if message.startswith("dropped metadata"):
-            self.messages.append(message)
-
-
 @contextlib.contextmanager
-def _watch_metadata() -> Iterator[_MetadataWarnings]:
+def pegboard_warnings(keep: Callable[[str], bool]) -> Iterator[list[str]]:
+    """Collect the messages of pegboard's warnings that ``keep`` accepts, while open."""
+    found: list[str] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if keep(message):
+                found.append(message)
+
     logger = logging.getLogger("pegboard")
-    handler = _MetadataWarnings()
+    handler = Handler(logging.WARNING)
     level = logger.level
     logger.addHandler(handler)
     if not logger.isEnabledFor(logging.WARNING):
         logger.setLevel(logging.WARNING)
     try:
-        yield handler
+        yield found
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def _dropped_metadata(message: str) -> bool:
+    return message.startswith("dropped metadata")
 
 
 async def _approve_once(request: pegboard.PermissionRequest) -> Literal["once"]:
@@ -227,7 +227,8 @@ class Bench:
         request = opened.location.prepare() if request is None else request
         final: pegboard.Outcome | None = None
         error: Exception | None = None
-        with _watch_metadata() as dropped, anyio.move_on_after(self.subject.timeout) as waited:
+        dropping = pegboard_warnings(_dropped_metadata)
+        with dropping as dropped, anyio.move_on_after(self.subject.timeout) as waited:
             try:
                 final = await request.execute(pegboard.ToolCall(tool, input, context))
             except Exception as caught:  # noqa: BLE001 - what a call raises is a finding
@@ -235,7 +236,7 @@ class Bench:
         if waited.cancelled_caught:
             error = CallTimeout(f"the call did not settle within {self.subject.timeout:g} s")
         own = self._observer.seen.pop(context.call_id, None)
-        return CallResult(tool, input, own, final, error, tuple(dropped.messages))
+        return CallResult(tool, input, own, final, error, tuple(dropped))
 
     def forget(self, call_id: str) -> pegboard.Outcome | None:
         """The observed outcome of ``call_id``, removed from the record."""

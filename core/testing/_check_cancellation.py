@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -14,7 +13,7 @@ import attrs
 
 import pegboard
 
-from ._bench import Bench, Opened, describe_error, describe_outcome
+from ._bench import Bench, Opened, describe_error, describe_outcome, pegboard_warnings
 from ._report import Findings, NotJudged
 from ._subject import Example
 
@@ -136,28 +135,13 @@ async def _cancel(
                 attempt.state = "settled"
 
 
-@contextlib.contextmanager
-def _discards(call_id: str) -> Iterator[list[str]]:
+def _discards(call_id: str) -> contextlib.AbstractContextManager[list[str]]:
     """Collect pegboard's warnings that it discarded the result of call ``call_id``."""
-    found: list[str] = []
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            message = record.getMessage()
-            if message.startswith("discarded the result") and f"(call {call_id})" in message:
-                found.append(message)
-
-    logger = logging.getLogger("pegboard")
-    handler = Handler(logging.WARNING)
-    level = logger.level
-    logger.addHandler(handler)
-    if not logger.isEnabledFor(logging.WARNING):
-        logger.setLevel(logging.WARNING)
-    try:
-        yield found
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+    return pegboard_warnings(
+        lambda message: (
+            message.startswith("discarded the result") and f"(call {call_id})" in message
+        )
+    )
 
 
 async def _wait_for_ever(progress: pegboard.Progress) -> None:
