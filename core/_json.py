@@ -86,11 +86,7 @@ def find_problem(value: Any, *, max_depth: int) -> CodecError | None:
         kind = type(item)
         if kind is str:
             if _has_lone_surrogate(item):
-                return CodecError(
-                    "string contains a lone UTF-16 surrogate; send valid Unicode text",
-                    path=format_path(path),
-                    rule="unicode",
-                )
+                return _lone_surrogate_in_string(path)
         elif kind is int:
             if item.bit_length() > _MAX_INTEGER_BITS:
                 return _huge_integer(path)
@@ -109,17 +105,9 @@ def find_problem(value: Any, *, max_depth: int) -> CodecError | None:
                 return _too_deep(path, max_depth)
             for key, child in item.items():
                 if type(key) is not str:
-                    return CodecError(
-                        f"object key {key!r} is not a string",
-                        path=format_path(path),
-                        rule="object",
-                    )
+                    return _key_not_a_string(key, path)
                 if _has_lone_surrogate(key):
-                    return CodecError(
-                        "object key contains a lone UTF-16 surrogate",
-                        path=format_path(path),
-                        rule="unicode",
-                    )
+                    return _lone_surrogate_in_key(path)
                 push((child, (path, key), depth + 1))
         elif isinstance(item, list | tuple):
             if depth >= max_depth:
@@ -150,6 +138,24 @@ class _HugeInteger:
 
 
 _HUGE = _HugeInteger()
+
+
+def _lone_surrogate_in_string(path: _Path) -> CodecError:
+    return CodecError(
+        "string contains a lone UTF-16 surrogate; send valid Unicode text",
+        path=format_path(path),
+        rule="unicode",
+    )
+
+
+def _lone_surrogate_in_key(path: _Path) -> CodecError:
+    return CodecError(
+        "object key contains a lone UTF-16 surrogate", path=format_path(path), rule="unicode"
+    )
+
+
+def _key_not_a_string(key: object, path: _Path) -> CodecError:
+    return CodecError(f"object key {key!r} is not a string", path=format_path(path), rule="object")
 
 
 def _huge_integer(path: _Path) -> CodecError:
@@ -291,11 +297,7 @@ def copy_within(value: Any, *, max_depth: int, max_bytes: int) -> Any:
             if len(item) > longest[0]:
                 longest = (len(item), path)
             if _has_lone_surrogate(item):
-                raise CodecError(
-                    "string contains a lone UTF-16 surrogate; send valid Unicode text",
-                    path=format_path(path),
-                    rule="unicode",
-                )
+                raise _lone_surrogate_in_string(path)
         elif kind is int:
             size += 1
             if item.bit_length() > _MAX_INTEGER_BITS:
@@ -312,15 +314,9 @@ def copy_within(value: Any, *, max_depth: int, max_bytes: int) -> Any:
             copied: dict[str, Any] = {}
             for key, child in item.items():
                 if type(key) is not str:
-                    raise CodecError(
-                        f"object key {key!r} is not a string", path=format_path(path), rule="object"
-                    )
+                    raise _key_not_a_string(key, path)
                 if _has_lone_surrogate(key):
-                    raise CodecError(
-                        "object key contains a lone UTF-16 surrogate",
-                        path=format_path(path),
-                        rule="unicode",
-                    )
+                    raise _lone_surrogate_in_key(path)
                 size += len(key) + 3
                 if size > max_bytes:
                     raise TooLarge(size, longest[0], longest[1])
