@@ -39,8 +39,9 @@ from typing import Any
 
 import anyio
 import attrs
+from _add import ADD_TOOL, AddInput, AddOutput, add  # beside this script on sys.path
 from _targets import Reading, add_json_option, command_line, paired, quietest, within, write
-from _timing import collector_paused  # beside this script on sys.path
+from _timing import collector_paused
 from typing_extensions import TypedDict  # pydantic refuses typing.TypedDict before 3.12
 
 import pegboard
@@ -70,26 +71,6 @@ CONTEXT = pegboard.ToolContext(
 )
 ARGUMENTS_TEXT = '{"a": 1, "b": 2}'
 ARGUMENTS = {"a": 1, "b": 2}
-
-
-@attrs.frozen
-class AddInput:
-    a: int
-    b: int
-
-
-@attrs.frozen
-class AddOutput:
-    sum: int
-
-
-async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
-    return AddOutput(sum=input.a + input.b)
-
-
-ADD_TOOL = pegboard.tool(
-    description="Add two integers.", execute=add, input=AddInput, output=AddOutput
-)
 
 
 async def ten_kb(input: object, context: pegboard.ToolContext) -> str:

@@ -26,28 +26,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import attrs
-from _timing import collector_paused  # beside this script on sys.path
+from _add import ADD_TOOL  # beside this script on sys.path
+from _timing import collector_paused
 
 import pegboard
 from pegboard.codemode import CodeModeLimits
-
-
-@attrs.frozen
-class AddInput:
-    a: int
-    b: int
-
-
-@attrs.frozen
-class AddOutput:
-    total: int
-
-
-@pegboard.tool(description="Add two integers.", input=AddInput, output=AddOutput)
-async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
-    return AddOutput(input.a + input.b)
-
 
 CONTEXT = pegboard.ToolContext("s", "a", "m", "c")
 
@@ -57,9 +40,9 @@ def program(n: int, gathered: bool) -> str:
         return (
             "import asyncio\n"
             f"results = await asyncio.gather(*[add(a=i, b=1) for i in range({n})])\n"
-            "sum(r['total'] for r in results)"
+            "sum(r['sum'] for r in results)"
         )
-    return f"total = 0\nfor i in range({n}):\n    total += (await add(a=i, b=1))['total']\ntotal"
+    return f"total = 0\nfor i in range({n}):\n    total += (await add(a=i, b=1))['sum']\ntotal"
 
 
 async def timed(run: Callable[[], Awaitable[None]], rounds: int) -> list[float]:
@@ -79,7 +62,7 @@ async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary)
         async with pegboard.Host().location(root, plugins=[], storage=root / "s") as location:
-            location.tools.register({"add": add})
+            location.tools.register({"add": ADD_TOOL})
             plain = location.prepare()
             coded = location.prepare(code_mode=CodeModeLimits(calls=max(sizes)))
 

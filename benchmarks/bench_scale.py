@@ -23,28 +23,11 @@ from time import perf_counter_ns
 import anyio
 import attrs
 import importlib_metadata
+from _add import ADD_TOOL  # beside this script on sys.path
 from _targets import Reading, add_json_option, within, write
-from _timing import collector_paused  # beside this script on sys.path
+from _timing import collector_paused
 
 import pegboard
-
-
-@attrs.frozen
-class AddInput:
-    a: int
-    b: int
-
-
-@attrs.frozen
-class AddOutput:
-    sum: int
-
-
-async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
-    return AddOutput(sum=input.a + input.b)
-
-
-TOOL = pegboard.tool(description="Add two integers.", execute=add, input=AddInput, output=AddOutput)
 
 
 @attrs.frozen
@@ -77,7 +60,7 @@ def best_ms(measure: Callable[[], int], rounds: int) -> float:
 
 def close_one_name(location: pegboard.Location, n: int, *, latest_first: bool) -> int:
     """Register one name ``n`` times, then close every registration; the closing is timed."""
-    registrations = [location.tools.register({"add": TOOL}) for _ in range(n)]
+    registrations = [location.tools.register({"add": ADD_TOOL}) for _ in range(n)]
     order = reversed(registrations) if latest_first else iter(registrations)
     start = perf_counter_ns()
     for registration in order:
@@ -90,7 +73,7 @@ def register_then_prepare(location: pegboard.Location, n: int) -> int:
     start = perf_counter_ns()
     registrations = []
     for index in range(n):
-        registrations.append(location.tools.register({f"tool_{index}": TOOL}))
+        registrations.append(location.tools.register({f"tool_{index}": ADD_TOOL}))
         location.prepare()
     elapsed = perf_counter_ns() - start
     for registration in registrations:
@@ -104,11 +87,11 @@ def prepare_after_change(
     """With ``n`` tools, after one new registration: prepare(), reading its
     definitions, and prepare() again unchanged (ms each).
     """
-    kept = location.tools.register({f"tool_{index:06d}": TOOL for index in range(n)})
+    kept = location.tools.register({f"tool_{index:06d}": ADD_TOOL for index in range(n)})
     assert len(location.prepare().definitions) == n
     first, read, again = float("inf"), float("inf"), float("inf")
     for round_ in range(max(rounds, 3)):
-        extra = location.tools.register({f"extra_{round_}": TOOL})
+        extra = location.tools.register({f"extra_{round_}": ADD_TOOL})
         gc.collect()
         with collector_paused():
             start = perf_counter_ns()
