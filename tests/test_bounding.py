@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable
@@ -14,6 +13,7 @@ import anyio.to_thread
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from retained import area, echo_tool, listing, run_once
 from strategies import characters, content_items, output_limits, texts
 
 import pegboard
@@ -60,36 +60,6 @@ def check_preview(preview: str, original: str, limits: pegboard.OutputLimits, pa
     assert original.startswith(head)
     assert original.endswith(tail)
     assert len(head) + len(tail) < len(original)
-
-
-def listing(directory: Path) -> list[str]:
-    return sorted(os.listdir(directory)) if directory.exists() else []
-
-
-def area(storage: Path, root: Path) -> Path:
-    """The managed-storage area of the Location at ``root``."""
-    return pegboard.ManagedStorage(storage).for_location(root.resolve()).directory
-
-
-def echo_tool(content: object) -> pegboard.Tool:
-    async def execute(input: object, context: pegboard.ToolContext) -> object:
-        return pegboard.ToolResponse(content=content)
-
-    return pegboard.tool(description="Return fixed content.", execute=execute)
-
-
-async def run_once(
-    host: pegboard.Host,
-    root: Path,
-    tool: pegboard.Tool,
-    context: pegboard.ToolContext,
-    **options: Any,
-) -> pegboard.Outcome:
-    """Open a Location, register ``tool`` as ``big`` and call it once."""
-    async with host.location(root, plugins=[], **options) as location:
-        with location.tools.register({"big": tool}):
-            request = location.prepare()
-            return await request.execute(pegboard.ToolCall("big", "{}", context))
 
 
 # Bounding

@@ -18,6 +18,7 @@ import anyio
 import pytest
 from builtin_calls import ALLOW_ALL
 from builtin_calls import call as builtin_call
+from retained import STAMP, area, echo_tool, listing, run_once
 
 import pegboard
 
@@ -25,36 +26,6 @@ pytestmark = pytest.mark.anyio
 
 SMALL = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
 MANAGED_NAME = re.compile(r"[A-Za-z0-9._-]+")
-
-
-#: The file whose modification time says when the area was last listed to prune it.
-STAMP = ".pruned"
-
-
-def listing(directory: Path) -> list[str]:
-    """The area's entries, apart from its prune stamp."""
-    return sorted(set(os.listdir(directory)) - {STAMP}) if directory.exists() else []
-
-
-def echo_tool(content: object) -> pegboard.Tool:
-    async def execute(input: object, context: pegboard.ToolContext) -> object:
-        return pegboard.ToolResponse(content=content)
-
-    return pegboard.tool(description="Return fixed content.", execute=execute)
-
-
-async def run_once(
-    host: pegboard.Host,
-    root: Path,
-    tool: pegboard.Tool,
-    context: pegboard.ToolContext,
-    **options: Any,
-) -> pegboard.Outcome:
-    """Open a Location, register ``tool`` as ``big`` and call it once."""
-    async with host.location(root, plugins=[], **options) as location:
-        with location.tools.register({"big": tool}):
-            request = location.prepare()
-            return await request.execute(pegboard.ToolCall("big", "{}", context))
 
 
 # Files: private, whole, never through a link
@@ -287,10 +258,6 @@ async def test_saved_files_are_on_disk_before_save_returns(
 
 
 # One area per Location
-
-
-def area(storage: Path, root: Path) -> Path:
-    return pegboard.ManagedStorage(storage).for_location(root.resolve()).directory
 
 
 async def retain(location: pegboard.Location, text: str) -> Path:
