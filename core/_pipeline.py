@@ -270,11 +270,11 @@ class Pipeline:
             return None
         if not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
-        elif (problem := find_problem(dict(value), max_depth=MAX_DEPTH)) is not None:
+        elif (problem := find_problem(plain := dict(value), max_depth=MAX_DEPTH)) is not None:
             reason = f"it is not plain JSON: {problem}"
         else:
             try:
-                size = len(orjson.dumps(dict(value)))
+                size = len(orjson.dumps(plain))
             except orjson.JSONEncodeError as error:
                 # Host UIs read metadata as ordinary JSON numbers.
                 reason = f"{error}; send integers beyond 64 bits as strings"
