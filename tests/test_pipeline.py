@@ -309,6 +309,27 @@ async def test_invalid_output_never_becomes_a_success(
     assert message in outcome.error.message
 
 
+async def test_the_first_output_of_a_new_class_is_checked_like_any_later_one(
+    location: pegboard.Location, context: Context
+) -> None:
+    """The codec builds its encoder at the first encode: that first output is still checked."""
+    fresh = attrs.frozen(type("Fresh", (), {"__annotations__": {"total": int}}))
+    returned = iter([fresh("three"), fresh(3)])  # attrs does not check field types
+
+    @pegboard.tool(description="Fresh.", output=fresh)
+    async def first(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return next(returned)
+
+    location.tools.register({"first": first})
+    outcome = await call(location, "first", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_output" == outcome.error.kind
+    assert "$.total" in outcome.error.message
+    outcome = await call(location, "first", "{}", context("call-2"))
+    assert isinstance(outcome, pegboard.Completed)
+    assert {"total": 3} == outcome.output
+
+
 @pytest.mark.parametrize("content", [None, "", [], [""]])
 async def test_a_tool_without_output_must_return_content(
     location: pegboard.Location, context: Context, content: Any

@@ -359,6 +359,15 @@ def test_a_new_process_does_not_list_an_area_another_listed_recently(storage_dir
     assert 1 == prune_in_a_new_process(storage_dir)
 
 
+def test_a_stamp_that_cannot_be_written_does_not_stop_the_prune(storage_dir: Path) -> None:
+    """Pruning is housekeeping: a folder in the stamp's place costs a listing, never an error."""
+    old = expired(storage_dir, "aa")
+    (storage_dir / STAMP).mkdir()
+    assert 1 == prune_in_a_new_process(storage_dir)
+    assert not old.exists()
+    assert (storage_dir / STAMP).is_dir()
+
+
 def test_a_prune_stamp_that_is_a_symlink_is_neither_trusted_nor_followed(
     tmp_path: Path, storage_dir: Path
 ) -> None:
