@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._request import Request
     from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
     from ._storage import ManagedStorage
+    from .sandbox import Confinement, Sandbox, SandboxInfo
     from ._tool import (
         Progress,
         Tool,
@@ -64,6 +65,7 @@ __all__ = (
     "CodecError",
     "Completed",
     "ConfigError",
+    "Confinement",
     "ContentAnnotations",
     "ContentItem",
     "EmbeddedResource",
@@ -93,6 +95,8 @@ __all__ = (
     "Request",
     "ResourceLink",
     "RetentionError",
+    "Sandbox",
+    "SandboxInfo",
     "SavedApproval",
     "SchemaCodec",
     "SchemaError",
@@ -131,6 +135,7 @@ _HOMES = {
     "CodecError": "._errors",
     "Completed": "._outcome",
     "ConfigError": "._config",
+    "Confinement": ".sandbox",
     "ContentAnnotations": "._content",
     "ContentItem": "._content",
     "EmbeddedResource": "._content",
@@ -160,6 +165,8 @@ _HOMES = {
     "Request": "._request",
     "ResourceLink": "._content",
     "RetentionError": "._errors",
+    "Sandbox": ".sandbox",
+    "SandboxInfo": ".sandbox",
     "SavedApproval": "._permissions",
     "SchemaCodec": "._codec",
     "SchemaError": "._errors",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -31,6 +32,7 @@ from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
 from ._services import LocationInfo
 from ._storage import ManagedStorage
+from .sandbox import Mode, Sandbox
 
 if TYPE_CHECKING:
     from .codemode import CodeModeLimits
@@ -94,6 +96,9 @@ class Host:
         approver: Approver | None = None,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         code_mode: CodeModeLimits | None = None,
+        sandbox: Mode = "auto",
+        writable: Iterable[str | os.PathLike[str]] = (),
+        environment: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
 
@@ -109,7 +114,16 @@ class Host:
         (``{"action", "resource", "effect"}``) and ``approver`` the async
         callable asked when a rule says ``ask``. ``code_mode`` sets the limits
         of each Code Mode ``execute`` call a request of this Location makes
-        (`pegboard.codemode.CodeModeLimits`; see docs/code-mode.md). Closing
+        (`pegboard.codemode.CodeModeLimits`; see docs/code-mode.md).
+
+        ``sandbox`` is the host's choice alone (a Location's config cannot make
+        it): ``"auto"`` runs every command a tool starts (``bash``, manifest
+        tools) in an OS sandbox where one works and asks for each command where
+        none does; ``"required"`` refuses commands without one; ``"off"`` runs
+        them with the host's authority. Confined commands write only inside the
+        Location, their own ``TMPDIR`` and the ``writable`` folders, and see only
+        an allow-listed environment plus ``environment``; ``location.sandbox``
+        says which sandbox is in force. See docs/host-guide.md, "Security". Closing
         tears plugins down in reverse order and removes every registration made
         in the Location.
         """
@@ -138,6 +152,19 @@ class Host:
             )
         except (TypeError, ValueError) as error:
             raise ConfigError(f"permissions=: {error}") from None
+        try:
+            confinement = await anyio.to_thread.run_sync(
+                functools.partial(
+                    Sandbox,
+                    sandbox,
+                    root=resolved,
+                    writable=writable,
+                    environment=environment,
+                    visible=[storage.directory],
+                )
+            )
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         filesystem = Filesystem(resolved, readable=[storage.directory])
         location = Location(
             resolved,
@@ -147,12 +174,18 @@ class Host:
             permissions=rules,
             enabled=tuple(spec.name for spec in specs),
             code_mode=code_mode,
+            sandbox=confinement.info,
         )
         activation = Activation(
             self._plugins,
             LocationInfo(resolved),
             location._board,
-            services={"filesystem": filesystem, "permissions": rules, "storage": storage},
+            services={
+                "filesystem": filesystem,
+                "permissions": rules,
+                "storage": storage,
+                "sandbox": confinement,
+            },
             timeout=self.activation_timeout,
             strict=self.strict,
         )

@@ -23,6 +23,7 @@ from ._plugins import PluginError
 from ._registry import Board, Scope, Tools
 from ._request import Request, Snapshot
 from ._storage import ManagedStorage
+from .sandbox import SandboxInfo
 
 if TYPE_CHECKING:
     from .codemode import CodeModeLimits
@@ -99,8 +100,11 @@ class Location:
         permissions: Permissions,
         enabled: tuple[str, ...] = (),
         code_mode: CodeModeLimits | None = None,
+        sandbox: SandboxInfo | None = None,
     ) -> None:
         self.root = root
+        #: Which OS sandbox confines the commands tools start here, or why none does.
+        self.sandbox = sandbox or SandboxInfo(kind=None, reason="no sandbox was set up")
         #: The filesystem service, confined to ``root``.
         self.filesystem = filesystem
         #: The permission service: the host's rules, approver and saved approvals.

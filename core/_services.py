@@ -118,7 +118,7 @@ class BackgroundTasks:
 
 
 #: The services only trusted plugins may use.
-TRUSTED_SERVICES = ("filesystem", "permissions", "storage")
+TRUSTED_SERVICES = ("filesystem", "permissions", "sandbox", "storage")
 
 
 class Services:
@@ -167,6 +167,11 @@ class Services:
     def permissions(self) -> Any:
         """The trusted permission service."""
         return self._trusted_service("permissions")
+
+    @property
+    def sandbox(self) -> Any:
+        """The trusted sandbox service (a `pegboard.sandbox.Sandbox`): confines commands."""
+        return self._trusted_service("sandbox")
 
     @property
     def storage(self) -> Any:

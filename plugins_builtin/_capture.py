@@ -30,7 +30,7 @@ class Capture:
     def __init__(
         self, spool_dir: Path, *, head_bytes: int, tail_bytes: int, spool_bytes: int
     ) -> None:
-        self._spool_dir = spool_dir
+        self._storage = pegboard.ManagedStorage(spool_dir)
         self._head_limit = head_bytes
         self._tail_limit = tail_bytes
         self._spool_limit = spool_bytes
@@ -115,21 +115,29 @@ class Capture:
         return b"".join(reversed(parts))
 
     def close(self) -> None:
-        """Close the spool file; what it holds stays."""
-        if self._file is not None:
+        """Finish the spool file: it gets its name only now, whole (blocks: a worker thread)."""
+        if self._file is not None and self.spool is not None:
             descriptor, self._file = self._file, None
-            os.close(descriptor)
+            try:
+                self._storage.finish_sync(descriptor, self.spool)
+            except pegboard.RetentionError as error:
+                self.spool_error = f"the spool file could not be kept: {error}"
+                self.spool, self.spooled = None, 0
 
     def discard(self) -> None:
         """Close and delete the spool file: no result will name it."""
-        self.close()
-        if self.spool is not None:
+        if self._file is not None and self.spool is not None:
+            descriptor, self._file = self._file, None
+            self._storage.abandon_sync(descriptor, self.spool)
+        elif self.spool is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.spool)
 
     def _open_spool(self) -> None:
         try:
-            self._file, self.spool = pegboard.ManagedStorage(self._spool_dir).create_sync()
+            # A hidden name until it is finished: a process killed meanwhile leaves
+            # nothing a Location would serve, and the next open removes it.
+            self._file, self.spool = self._storage.begin_sync()
         except pegboard.RetentionError as error:
             self.spool_error = f"the spool file could not be created: {error}"
 

@@ -1,10 +1,10 @@
-"""Which paths the rules deny for ``read``: folders a search need not enter, files it drops."""
+"""Which paths the rules deny for an action: folders a search or a sandbox covers whole."""
 
 from __future__ import annotations
 
 import pegboard
 
-__all__ = ("may_deny_read", "pruned_folders")
+__all__ = ("may_deny", "pruned_folders")
 
 
 def _rules(permissions: pegboard.Permissions) -> tuple[pegboard.PermissionRule, ...] | None:
@@ -12,22 +12,22 @@ def _rules(permissions: pegboard.Permissions) -> tuple[pegboard.PermissionRule, 
     return None if rules is None else tuple(rules)
 
 
-def _for_read(rule: pegboard.PermissionRule) -> bool:
+def _for(rule: pegboard.PermissionRule, action: str) -> bool:
     # A pattern matches itself literally ('*' matches '*'), so this asks only
-    # whether the rule's action pattern covers "read".
-    return rule.matches("read", rule.resource)
+    # whether the rule's action pattern covers ``action``.
+    return rule.matches(action, rule.resource)
 
 
-def may_deny_read(permissions: pegboard.Permissions) -> bool:
-    """Whether any rule may deny ``read`` (true when the rules cannot be inspected)."""
+def may_deny(permissions: pegboard.Permissions, action: str = "read") -> bool:
+    """Whether any rule may deny ``action`` (true when the rules cannot be inspected)."""
     rules = _rules(permissions)
     if rules is None:
         return True
-    return any(rule.effect == "deny" and _for_read(rule) for rule in rules)
+    return any(rule.effect == "deny" and _for(rule, action) for rule in rules)
 
 
-def pruned_folders(permissions: pegboard.Permissions) -> list[str]:
-    """Folders every path below which the rules deny for ``read``.
+def pruned_folders(permissions: pegboard.Permissions, action: str = "read") -> list[str]:
+    """Folders every path below which the rules deny for ``action`` (``read`` by default).
 
     A rule ``deny read secrets/*`` (or ``secrets/**``) yields ``secrets``
     unless a later rule that does not deny could match a path below it (the
@@ -39,7 +39,7 @@ def pruned_folders(permissions: pegboard.Permissions) -> list[str]:
         return []
     folders = []
     for index, rule in enumerate(rules):
-        if rule.effect != "deny" or not _for_read(rule):
+        if rule.effect != "deny" or not _for(rule, action):
             continue
         folder = rule.resource.rstrip("*")
         if not folder.endswith("/") or folder == rule.resource:
@@ -49,7 +49,9 @@ def pruned_folders(permissions: pegboard.Permissions) -> list[str]:
             continue
         later = rules[index + 1 :]
         if any(
-            other.effect != "deny" and _for_read(other) and _may_match_below(other.resource, folder)
+            other.effect != "deny"
+            and _for(other, action)
+            and _may_match_below(other.resource, folder)
             for other in later
         ):
             continue

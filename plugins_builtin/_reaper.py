@@ -1,13 +1,15 @@
 """Runs one command as a child subreaper, so nothing it starts outlives it (Linux).
 
-Usage: ``python -I -S _reaper.py GRACE DRAIN PROGRAM ARG...``. Run as a
+Usage: ``python -I -S _reaper.py GRACE DRAIN STATUS_FD PROGRAM ARG...``. Run as a
 script of the standard library only: it starts before the command and must
 stay cheap. A process that leaves its group (``setsid``) or is orphaned by a
 double fork is re-parented here instead of to init, so it can be found. When
 the command exits, what it left gets ``DRAIN`` seconds to end on its own; when
 this process is told to stop (SIGTERM, SIGINT, SIGHUP) or after that, every
 descendant gets SIGTERM, then SIGKILL after ``GRACE`` seconds. It exits as
-the command did (the same code, or the same signal).
+the command did (the same code, or the same signal), and writes the command's
+return code (negative for a signal, as Python reports it) to ``STATUS_FD``: as
+the first process of a PID namespace it cannot die of a signal it sends itself.
 """
 
 from __future__ import annotations
@@ -29,17 +31,20 @@ _statuses: dict[int, int] = {}
 
 
 def main(arguments: list[str]) -> None:
-    grace, drain, command = float(arguments[0]), float(arguments[1]), arguments[2:]
+    grace, drain, status_fd = float(arguments[0]), float(arguments[1]), int(arguments[2])
+    command = arguments[3:]
     # Python ignores these at startup; the command must get them as a shell would.
     for number in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(number, signal.SIG_DFL)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        os.close(status_fd)
         os.execvp(command[0], command)  # no subreaper: the caller's group stop still holds
     signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     child = os.fork()
     if child == 0:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _WATCHED)
+        os.close(status_fd)
         try:
             os.execvp(command[0], command)
         except OSError as error:
@@ -48,7 +53,9 @@ def main(arguments: list[str]) -> None:
     if _wait_for(child):
         _settle(drain)
     _stop_all(grace)  # told to stop, or after the command: everything below goes
-    _exit_as(_statuses.get(child, 0))
+    status = _statuses.get(child, 0)
+    os.write(status_fd, str(os.waitstatus_to_exitcode(status)).encode())
+    _exit_as(status)
 
 
 def _wait_for(child: int) -> bool:

@@ -20,7 +20,7 @@ import orjson
 import pegboard
 
 from . import _ripgrep
-from ._denied import may_deny_read, pruned_folders
+from ._denied import may_deny, pruned_folders
 from ._files import READS
 from ._globs import compile_glob, escape
 from ._paths import ask_about_path, failure, resolve
@@ -313,7 +313,7 @@ class Search:
                 arguments.append(f"--ignore-file={ignore}")
             denied = None
             folders: list[str] = []
-            if may_deny_read(self._permissions):
+            if may_deny(self._permissions):
                 evaluate = self._permissions.evaluate
                 denied = _denier(evaluate)
                 pruned = pruned_folders(self._permissions)

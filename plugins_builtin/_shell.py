@@ -25,6 +25,7 @@ import pegboard
 from ._arity import approval_pattern, escape
 from ._capture import Capture
 from ._commands import Analysis, analyse, visible
+from ._confine import masks
 from ._paths import failure, resolve
 
 __all__ = ("BashInput", "Limits", "Shell")
@@ -79,15 +80,24 @@ class BashInput:
             "(default: the root)."
         },
     )
+    network: bool = attrs.field(
+        default=False,
+        metadata={
+            "description": "Whether the command needs the network (default false: it has "
+            "none). Asks permission for the action `network`."
+        },
+    )
 
 
 BASH = f"""Run a shell command in the Location and return its output (stdout and stderr together).
 
 The command runs with the Location root (or `workdir`) as its working directory, stdin
-closed, in a process group of its own. After `timeout` seconds (default {DEFAULT_TIMEOUT:g}, at
-most {MAX_TIMEOUT:g}) the whole group is killed; background processes it leaves behind are
-stopped when it finishes. Long output keeps its first and last megabyte here; all of it is
-saved to a file the result names (read and grep can open it)."""
+closed. Where the host sandboxes commands it can write only inside the Location and its
+own temporary folder ($TMPDIR, /tmp), and has no network unless `network` is true. After
+`timeout` seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g}) everything it started
+is stopped; background processes it leaves behind are stopped when it finishes. Long output
+keeps its first and last megabyte here; all of it is saved to a file the result names (read
+and grep can open it)."""
 
 
 class Shell:
@@ -99,21 +109,23 @@ class Shell:
         permissions: pegboard.Permissions,
         spool_dir: Path,
         *,
+        sandbox: pegboard.Sandbox,
         limits: Limits | None = None,
     ) -> None:
         self._filesystem = filesystem
         self._permissions = permissions
+        self._sandbox = sandbox
         self._spool_dir = spool_dir
         self._limits = limits or Limits()
         self.program = shutil.which("bash") or "/bin/sh"
-        #: The process groups of the commands running now.
-        self._running: set[int] = set()
+        #: The process groups of the commands running now, with their confinement.
+        self._running: dict[int, pegboard.Confinement] = {}
 
     async def close(self) -> None:
         """Stop every command still running, as its timeout would: for the Location's close."""
         groups = list(self._running)
-        for group in groups:
-            _signal_group(group, signal.SIGTERM)
+        for group, confinement in list(self._running.items()):
+            _ask_to_stop(group, confinement.leader(group))
         margin = _REAPER_MARGIN if _SUBREAPER else 0.0
         with anyio.move_on_after(self._limits.grace_seconds + margin):
             # Nothing signals a process group's end; it is polled, briefly.
@@ -149,7 +161,22 @@ class Shell:
             )
         workdir = self._workdir(input.workdir)
         shown = self._filesystem.relative(workdir)
+        if self._sandbox.mode == "required" and self._sandbox.missing is not None:
+            raise pegboard.ToolFailure(
+                f"the host requires a sandbox for every command and {self._sandbox.missing}; "
+                "the command was not run"
+            )
         await self._ask(command, analyse(command), workdir, shown, timeout)
+        if input.network:
+            await self._permissions.ask(
+                pegboard.PermissionRequest(
+                    action="network",
+                    resources=[visible(command, newlines=False)],
+                    always=[],
+                    metadata={"command": visible(command), "workdir": shown},
+                )
+            )
+        found = await anyio.to_thread.run_sync(masks, self._filesystem, self._permissions)
         capture = Capture(
             self._spool_dir,
             head_bytes=self._limits.head_bytes,
@@ -157,7 +184,12 @@ class Shell:
             spool_bytes=self._limits.spool_bytes,
         )
         started = anyio.current_time()
-        returncode, timed_out = await self._run(command, workdir, timeout, capture, context)
+        with self._sandbox.call(
+            network=input.network, hidden=found.hidden, read_only=found.read_only
+        ) as confinement:
+            returncode, timed_out = await self._run(
+                command, workdir, timeout, capture, context, confinement
+            )
         return _response(
             capture,
             returncode,
@@ -192,6 +224,12 @@ class Shell:
         opaque = [item.text for item in commands if item.opaque is not None]
         patterns = [approval_pattern(item) for item in commands]
         metadata["opaque"] = {item.text: item.opaque for item in commands if item.opaque}
+        missing = self._sandbox.missing
+        if missing is not None:
+            # Nothing would hold the command to the rules: every part is asked, whatever
+            # the rules or saved approvals allow (deny rules still refuse).
+            metadata["sandbox"] = f"{missing}; the command would run with your full authority"
+            opaque = resources
         await self._permissions.ask(
             pegboard.PermissionRequest(
                 action="bash",
@@ -242,23 +280,29 @@ class Shell:
         timeout: float,  # noqa: ASYNC109 - a timeout here is a result to report, not an error
         capture: Capture,
         context: pegboard.ToolContext,
+        confinement: pegboard.Confinement,
     ) -> tuple[int, bool]:
         """Run ``command`` to its end, its timeout or cancellation; return (code, timed out).
 
-        Whatever happens, the process group is gone and the spool closed when
-        this returns or raises; cancellation propagates.
+        Whatever happens, every process it started is gone and the spool closed
+        when this returns or raises; cancellation propagates.
         """
         reader, writer = os.pipe()
+        # The subreaper writes the command's wait status here: inside a PID
+        # namespace it cannot die of the command's signal, so bwrap cannot tell.
+        status_reader, status_writer = os.pipe()
         try:
             _widen(writer)
             os.set_blocking(reader, False)
             try:
                 process = await anyio.open_process(
-                    self._argv(command),
+                    self._argv(command, workdir, confinement, status_writer),
                     cwd=workdir,
                     stdin=subprocess.DEVNULL,
                     stdout=writer,
                     stderr=writer,
+                    env=confinement.environment,
+                    pass_fds=(status_writer,),
                     start_new_session=True,  # a process group to kill as one
                 )
             except OSError as error:
@@ -267,8 +311,9 @@ class Shell:
                 ) from None
             finally:
                 os.close(writer)  # the output ends when the group's last writer does
+                os.close(status_writer)
             finished = False
-            self._running.add(process.pid)
+            self._running[process.pid] = confinement
             try:
                 with anyio.move_on_after(timeout) as deadline:
                     await self._pump(reader, process, capture, context)
@@ -276,32 +321,38 @@ class Shell:
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
-                        await _stop(process, self._limits.grace_seconds, reaper=_SUBREAPER)
+                        leader = confinement.leader(process.pid)
+                        await _stop(process, leader, self._limits.grace_seconds)
                     finally:
-                        self._running.discard(process.pid)
+                        del self._running[process.pid]
                         if finished:
-                            capture.close()
+                            await anyio.to_thread.run_sync(capture.close)
                         else:
                             capture.discard()  # cancelled: no result will name the spool
-            return await process.wait(), deadline.cancelled_caught
+            returncode = await process.wait()
+            return _status(status_reader, returncode), deadline.cancelled_caught
         finally:
             os.close(reader)
+            os.close(status_reader)
 
-    def _argv(self, command: str) -> list[str]:
+    def _argv(
+        self,
+        command: str,
+        workdir: Path,
+        confinement: pegboard.Confinement,
+        status: int,
+    ) -> list[str]:
+        shell = [self.program, "-c", command]
         if not _SUBREAPER:
-            return [self.program, "-c", command]
+            return confinement.command(shell, cwd=workdir)
         grace = f"{self._limits.grace_seconds:g}"
-        return [
-            sys.executable,
-            "-I",
-            "-S",
-            str(_REAPER),
-            grace,
-            f"{_DRAIN_SECONDS:g}",
-            self.program,
-            "-c",
-            command,
-        ]
+        reaper = [sys.executable, "-I", "-S", str(_REAPER), grace, f"{_DRAIN_SECONDS:g}"]
+        reaper.append(str(status))
+        if confinement.isolates_processes:
+            # The subreaper is the first process of the sandbox's PID namespace: the
+            # command can neither signal it nor leave it, and when it ends, all goes.
+            return confinement.command([*reaper, *shell], cwd=workdir, init=True)
+        return [*reaper, *confinement.command(shell, cwd=workdir)]
 
     async def _pump(
         self,
@@ -385,15 +436,30 @@ def _signal_group(group: int, number: int) -> bool:
     return True
 
 
-async def _stop(process: anyio.abc.Process, grace: float, *, reaper: bool) -> None:
-    """End the process group: SIGTERM, then SIGKILL after ``grace`` seconds; reap the shell.
+def _ask_to_stop(group: int, leader: int) -> bool:
+    """SIGTERM to what stops the command gracefully; False if it is gone already.
+
+    That is the process group, or in a sandbox the subreaper inside it
+    (signalling bwrap itself would kill everything at once).
+    """
+    if leader == group:
+        return _signal_group(group, signal.SIGTERM)
+    try:
+        os.kill(leader, signal.SIGTERM)
+    except ProcessLookupError:
+        return _signal_group(group, signal.SIGTERM)
+    return True
+
+
+async def _stop(process: anyio.abc.Process, leader: int, grace: float) -> None:
+    """End the command: SIGTERM, then SIGKILL after ``grace`` seconds; reap the shell.
 
     Under the subreaper, which stops everything below it itself, the group's
     SIGKILL is a fallback only.
     """
-    group = process.pid  # start_new_session made the shell (or its reaper) the group's leader
-    if _signal_group(group, signal.SIGTERM):
-        with anyio.move_on_after(grace + _REAPER_MARGIN if reaper else grace):
+    group = process.pid  # start_new_session made the first process the group's leader
+    if _ask_to_stop(group, leader):
+        with anyio.move_on_after(grace + _REAPER_MARGIN if _SUBREAPER else grace):
             await process.wait()
             # Nothing signals a process group's end; it is polled, briefly.
             while _signal_group(group, 0):  # noqa: ASYNC110
@@ -401,6 +467,18 @@ async def _stop(process: anyio.abc.Process, grace: float, *, reaper: bool) -> No
         _signal_group(group, signal.SIGKILL)
     await process.wait()
     await process.aclose()
+
+
+def _status(reader: int, returncode: int) -> int:
+    """The command's own return code: as its subreaper wrote it, else the process's."""
+    try:
+        written = os.read(reader, 64).decode("ascii", "replace").strip()
+    except OSError:
+        return returncode
+    try:
+        return int(written)
+    except ValueError:
+        return returncode
 
 
 def _response(

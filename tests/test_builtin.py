@@ -73,7 +73,7 @@ async def test_the_default_plugins_give_exactly_the_six_tools(
     )
     assert ["pattern", "path"] == list(schemas["glob"]["properties"])
     assert ["pattern", "path", "include"] == list(schemas["grep"]["properties"])
-    assert ["command", "timeout", "workdir"] == list(schemas["bash"]["properties"])
+    assert ["command", "timeout", "workdir", "network"] == list(schemas["bash"]["properties"])
     assert all(
         "description" in field
         for schema in schemas.values()

@@ -22,10 +22,22 @@ MiB = 1 << 20
 
 
 @pytest.fixture
+def sandbox_mode() -> str:
+    """The sandbox the test's Location asks for (overridden by tests that need ``off``)."""
+    return "auto"
+
+
+#: These tests read host process IDs a command writes with `$$` and `$!`; in the
+#: sandbox's PID namespace those are not the host's, so they test the unconfined
+#: path (the sandboxed one: tests/test_sandbox_attacks.py finds processes by marker).
+host_pids = pytest.mark.parametrize("sandbox_mode", ["off"])
+
+
+@pytest.fixture
 async def location(
-    host: pegboard.Host, workspace: Path, storage_dir: Path
+    host: pegboard.Host, workspace: Path, storage_dir: Path, sandbox_mode: str
 ) -> AsyncIterator[pegboard.Location]:
-    async with opened(host, workspace, storage_dir) as opened_location:
+    async with opened(host, workspace, storage_dir, sandbox=sandbox_mode) as opened_location:
         yield opened_location
 
 
@@ -104,6 +116,7 @@ async def test_bad_commands_and_timeouts_are_refused(location: pegboard.Location
         assert "more than 0 and at most 600" in message
 
 
+@host_pids
 async def test_a_timeout_kills_the_process_group(
     location: pegboard.Location, workspace: Path
 ) -> None:
@@ -128,6 +141,7 @@ async def test_a_timeout_kills_the_process_group(
     assert await gone(*await pids_in(workspace / "pids", 2))
 
 
+@host_pids
 async def test_a_command_that_ignores_sigterm_still_dies(
     location: pegboard.Location, workspace: Path
 ) -> None:
@@ -145,6 +159,7 @@ async def test_a_command_that_ignores_sigterm_still_dies(
     assert await gone(*await pids_in(workspace / "pids", 2))
 
 
+@host_pids
 async def test_a_cancelled_call_leaves_no_process_behind(
     location: pegboard.Location, workspace: Path
 ) -> None:
@@ -187,6 +202,7 @@ async def test_sigterm_comes_first_with_time_to_clean_up(
     assert "cleaned\n" == (workspace / "cleaned").read_text()
 
 
+@host_pids
 async def test_background_processes_end_with_the_command(
     location: pegboard.Location, workspace: Path
 ) -> None:
@@ -606,6 +622,7 @@ needs_subreaper = pytest.mark.skipif(
 
 @needs_subreaper
 @pytest.mark.parametrize("command", ESCAPES.values(), ids=ESCAPES.keys())
+@host_pids
 async def test_what_leaves_the_group_is_gone_when_the_call_completes(
     location: pegboard.Location, workspace: Path, command: str
 ) -> None:
@@ -618,6 +635,7 @@ async def test_what_leaves_the_group_is_gone_when_the_call_completes(
 
 
 @needs_subreaper
+@host_pids
 async def test_what_leaves_the_group_is_gone_at_the_timeout(
     location: pegboard.Location, workspace: Path
 ) -> None:
@@ -632,6 +650,7 @@ async def test_what_leaves_the_group_is_gone_at_the_timeout(
 
 
 @needs_subreaper
+@host_pids
 async def test_what_leaves_the_group_is_gone_when_the_call_is_cancelled(
     location: pegboard.Location, workspace: Path
 ) -> None:
@@ -670,7 +689,7 @@ async def test_what_a_running_call_started_is_gone_when_the_location_closes(
 
     with anyio.fail_after(15):
         async with anyio.create_task_group() as group:
-            async with opened(host, workspace, storage_dir) as location:
+            async with opened(host, workspace, storage_dir, sandbox="off") as location:
                 group.start_soon(run, location)
                 pids = await pids_in(workspace / "pids", 1)
             assert await gone(*pids)

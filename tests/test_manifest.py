@@ -92,8 +92,19 @@ def seed(root: Path, files: dict[str, str]) -> None:
 
 
 @pytest.fixture
+def sandbox_mode() -> str:
+    """The sandbox the test's Location asks for (overridden by tests that need ``off``)."""
+    return "auto"
+
+
+#: These tests read the host process IDs a command writes; in the sandbox's PID
+#: namespace those are not the host's, so they test the unconfined path.
+host_pids = pytest.mark.parametrize("sandbox_mode", ["off"])
+
+
+@pytest.fixture
 async def manifested(
-    host: pegboard.Host, workspace: Path, storage_dir: Path
+    host: pegboard.Host, workspace: Path, storage_dir: Path, sandbox_mode: str
 ) -> AsyncIterator[pegboard.Location]:
     seed(workspace, FILES)
     async with host.location(
@@ -102,6 +113,7 @@ async def manifested(
         trusted=["manifest"],
         storage=storage_dir,
         permissions=ALLOW_ALL,
+        sandbox=sandbox_mode,  # type: ignore[arg-type]
     ) as location:
         assert () == location.plugin_errors
         yield location
@@ -177,6 +189,7 @@ async def _pids(workspace: Path) -> list[int]:
     return [int(pid) for pid in path.read_text().split()]
 
 
+@host_pids
 async def test_a_timeout_stops_the_command_and_its_children(
     manifested: pegboard.Location, context: Context, workspace: Path
 ) -> None:
@@ -187,6 +200,7 @@ async def test_a_timeout_stops_the_command_and_its_children(
     assert await _gone(await _pids(workspace))
 
 
+@host_pids
 async def test_law_canonical_representation_a_cancelled_manifest_call_has_no_outcome(
     manifested: pegboard.Location, context: Context, workspace: Path
 ) -> None:

@@ -32,6 +32,7 @@ MANIFEST_SCHEMA: Mapping[str, Any] = {
                     "input": {"type": "object"},
                     "output": {"type": "object"},
                     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                    "network": {"type": "boolean"},
                 },
                 "required": ["name", "description", "command"],
                 "additionalProperties": False,
@@ -57,6 +58,8 @@ class ManifestTool:
     input: Mapping[str, Any] | None = None
     output: Mapping[str, Any] | None = None
     timeout: float = 60.0
+    #: Whether the command needs the network (asked as the action ``network``).
+    network: bool = False
 
 
 def read_manifest(path: Path) -> list[ManifestTool]:
@@ -73,7 +76,8 @@ def read_manifest(path: Path) -> list[ManifestTool]:
         where = error.path.removeprefix("$").removeprefix(".") or "(top level)"
         raise ManifestError(
             f"{path}: {where}: {error.message}; each [[tools]] entry has name, "
-            "description and command (an argv list), and may have input, output and timeout"
+            "description and command (an argv list), and may have input, output, timeout "
+            "and network"
         ) from None
     tools = [
         ManifestTool(
@@ -83,6 +87,7 @@ def read_manifest(path: Path) -> list[ManifestTool]:
             input=entry.get("input"),
             output=entry.get("output"),
             timeout=float(entry.get("timeout", 60.0)),
+            network=bool(entry.get("network", False)),
         )
         for entry in data["tools"]
     ]

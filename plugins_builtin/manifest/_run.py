@@ -43,16 +43,18 @@ async def run_command(
     cwd: Path,
     stdin: bytes,
     timeout: float,  # noqa: ASYNC109 - the manifest's own limit, reported as a ToolFailure
+    confinement: pegboard.Confinement,
 ) -> Finished:
-    """Run ``command`` in its own process group; stop the whole group when it ends.
+    """Run ``command`` confined, in its own process group; stop all of it when it ends.
 
     Raises `pegboard.ToolFailure` when the command cannot start, prints too much or
     outlasts ``timeout``. Cancellation stops the process group and propagates.
     """
     try:
         process = await anyio.open_process(
-            list(command),
+            confinement.command(list(command), cwd=cwd),
             cwd=cwd,
+            env=confinement.environment,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -68,16 +70,17 @@ async def run_command(
         with anyio.fail_after(timeout):
             async with anyio.create_task_group() as group:
                 group.start_soon(_feed, process, stdin)
-                group.start_soon(_collect, process.stdout, out, MAX_STDOUT)
-                group.start_soon(_collect, process.stderr, err, None)
+                group.start_soon(_collect, process.stdout, out, MAX_STDOUT, group.cancel_scope)
+                group.start_soon(_collect, process.stderr, err, None, group.cancel_scope)
+            if len(out) > MAX_STDOUT:
+                raise pegboard.ToolFailure(
+                    f"the command printed more than {MAX_STDOUT:,} bytes and was stopped; "
+                    "ask for less"
+                )
             status = await process.wait()
     except TimeoutError:
         raise pegboard.ToolFailure(
             f"the command did not finish within {timeout:g} s and was stopped; try a smaller input"
-        ) from None
-    except _TooMuchError:
-        raise pegboard.ToolFailure(
-            f"the command printed more than {MAX_STDOUT:,} bytes and was stopped; ask for less"
         ) from None
     finally:
         # Whatever happened, nothing the command started outlives the call.
@@ -85,10 +88,6 @@ async def run_command(
         with anyio.CancelScope(shield=True):
             await process.aclose()
     return Finished(status, bytes(out), bytes(err[-STDERR_TAIL:]))
-
-
-class _TooMuchError(Exception):
-    pass
 
 
 async def _feed(process: anyio.abc.Process, data: bytes) -> None:
@@ -103,13 +102,18 @@ async def _feed(process: anyio.abc.Process, data: bytes) -> None:
 
 
 async def _collect(
-    stream: anyio.abc.ByteReceiveStream | None, into: bytearray, limit: int | None
+    stream: anyio.abc.ByteReceiveStream | None,
+    into: bytearray,
+    limit: int | None,
+    scope: anyio.CancelScope,
 ) -> None:
+    """Read ``stream`` into ``into``; past ``limit`` bytes, stop the whole command."""
     assert stream is not None
     async for chunk in stream:
         into.extend(chunk)
         if limit is not None and len(into) > limit:
-            raise _TooMuchError
+            scope.cancel()  # a result, not an error: the caller reports it
+            return
         if limit is None and len(into) > 2 * STDERR_TAIL:
             del into[:-STDERR_TAIL]  # keep standard error's end only
 

@@ -1,0 +1,22 @@
+"""The one sandbox: a policy in, a confined process tree out (bubblewrap behind it).
+
+``bash``, manifest commands and anything else that starts a process for a
+Location asks its `Sandbox` (the trusted ``sandbox`` service) for a
+`Confinement` per call, and runs the command line it returns.
+"""
+
+from __future__ import annotations
+
+from ._policy import ENVIRONMENT_ALLOWED, Mode, Policy, SandboxInfo, allowed_environment
+from ._service import Confinement, Sandbox, detect
+
+__all__ = (
+    "Confinement",
+    "ENVIRONMENT_ALLOWED",
+    "Mode",
+    "Policy",
+    "Sandbox",
+    "SandboxInfo",
+    "allowed_environment",
+    "detect",
+)

