@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import logging
 import math
@@ -27,8 +28,13 @@ _STAMP = "%Y%m%dT%H%M%S"
 # Names carry a UTC timestamp and a random token, nothing a tool or call can
 # steer; pruning reads the age from the name, so it never stats a file.
 _NAME = re.compile(r"tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt\Z")
+# A file is written under a hidden name that _NAME never matches and takes its
+# final name only once whole: a writer killed midway leaves no file that could
+# pass for complete, only one of these for the prune to remove.
+_PENDING = re.compile(r"\.tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt\.partial\Z")
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
+_NO_LINKS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 #: The prune stamp: created or reopened, never through a symbolic link.
 _STAMP_FLAGS = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 #: An area is listed at most this many times per retention period.
@@ -39,6 +45,9 @@ _PRUNED: dict[Path, float] = {}
 #: listed it: a command that opens a Location and exits, run again and again,
 #: lists a large area only as often as one long-lived process would.
 PRUNE_STAMP = ".pruned"
+#: Seconds a pending file that no writer holds is spared: its writer locks it
+#: just after creating it, so in between it looks abandoned.
+PENDING_GRACE = 60.0
 
 
 def default_storage_directory() -> Path:
@@ -77,8 +86,10 @@ class ManagedStorage:
     """A directory of retained output files, owner-only, pruned after ``retention``.
 
     Files are created exclusively (never following a planted symlink) with mode
-    0600 in a directory kept at mode 0700, and flushed to disk (fsync) before
-    ``save`` returns. Each file's name carries its UTC creation time, which is
+    0600 in a directory kept at mode 0700, written under a hidden ``.partial``
+    name, flushed to disk (fsync) and only then given their final name, before
+    ``save`` returns: a writer killed midway never leaves a short file under a
+    managed name. Each file's name carries its UTC creation time, which is
     what ``prune`` reads. ``host.location()`` gives every Location its own
     area, ``storage.for_location(root)``: a sub-folder named by a digest of the
     Location's root.
@@ -104,8 +115,10 @@ class ManagedStorage:
     async def prune(self, *, force: bool = False) -> int:
         """Delete this directory's retained files older than ``retention``; return how many went.
 
-        The age is the timestamp in each file's name. Nothing else is touched:
-        not other names, not symlinks, not sub-folders (other Locations' areas).
+        The age is the timestamp in each file's name. Hidden ``.partial`` files
+        that no live process is writing (their writer was killed) go too, once
+        untouched for `PENDING_GRACE` seconds. Nothing else is touched: not
+        other names, not symlinks, not sub-folders (other Locations' areas).
         Listing a directory of many files costs, and every Location opened
         prunes its area, so an area is listed at most once per 1/`PRUNE_SCANS`
         of the retention, by any process: the modification time of its
@@ -134,22 +147,83 @@ class ManagedStorage:
     def create_sync(self) -> tuple[int, Path]:
         """Create a new, empty managed file; return its open descriptor (write-only) and path.
 
-        For a trusted plugin that streams output into managed storage (the
-        bash tool's spool): the file is pruned and readable like any other.
-        The caller writes and closes the descriptor; `RetentionError` if the
-        file cannot be created.
+        For a trusted plugin that streams output into managed storage: the
+        file is pruned and readable like any other. It has its final name from
+        the start, so a process killed while writing leaves it short; prefer
+        `begin_sync`. The caller writes and closes the descriptor;
+        `RetentionError` if the file cannot be created.
         """
+        return self._create(pending=False)
+
+    def begin_sync(self) -> tuple[int, Path]:
+        """Create a new managed file under a hidden name; return its descriptor and final path.
+
+        For a trusted plugin that streams output into managed storage (the
+        bash tool's spool). The caller writes to the descriptor (write-only),
+        then hands it to `finish_sync`, which gives the file the returned path,
+        or to `abandon_sync`, which deletes it. Until then no listing shows the
+        file under a managed name, and if the process dies first the prune
+        removes it. `RetentionError` if the file cannot be created.
+        """
+        return self._create(pending=True)
+
+    def finish_sync(self, descriptor: int, path: Path) -> None:
+        """Flush and close a file from `begin_sync`, then give it its final ``path``.
+
+        Blocks on the disk (fsync): call it from a worker thread. `RetentionError`
+        if the file cannot be kept whole; it is deleted then.
+        """
+        pending = _pending(path)
+        try:
+            try:
+                os.fsync(descriptor)
+                self._publish(pending, path)
+            finally:
+                os.close(descriptor)
+        except OSError as error:
+            pending.unlink(missing_ok=True)
+            raise RetentionError(
+                f"cannot retain tool output in {path}: {error.strerror}"
+            ) from error
+
+    def abandon_sync(self, descriptor: int, path: Path) -> None:
+        """Close and delete a file from `begin_sync`: no result will name ``path``."""
+        os.close(descriptor)
+        _pending(path).unlink(missing_ok=True)
+
+    def _create(self, *, pending: bool) -> tuple[int, Path]:
         self._ensure_directory()
         import secrets  # deferred like every cost a host may never pay
 
         stamp = time.strftime(_STAMP, time.gmtime())
         path = self.directory / f"{_PREFIX}{stamp}-{secrets.token_hex(8)}.txt"
+        created = _pending(path) if pending else path
         try:
-            return os.open(path, _FLAGS, 0o600), path
+            descriptor = os.open(created, _FLAGS, 0o600)
         except OSError as error:
             raise RetentionError(
-                f"cannot create {path} in managed storage: {error.strerror}"
+                f"cannot create {created} in managed storage: {error.strerror}"
             ) from error
+        if pending:
+            _lock(descriptor)
+        return descriptor, path
+
+    def _publish(self, pending: Path, path: Path) -> None:
+        """Give a whole pending file its final name, never replacing what holds that name."""
+        try:
+            # A link, unlike a rename, refuses a name that exists (a planted
+            # symlink, say); a crash in between leaves a pending name to prune.
+            os.link(pending, path, follow_symlinks=False)
+        except OSError as error:
+            if error.errno not in _NO_HARD_LINKS:
+                raise
+            os.replace(pending, path)  # a file system without hard links
+        try:
+            pending.unlink(missing_ok=True)
+            _sync_directory(self.directory)
+        except OSError:
+            path.unlink(missing_ok=True)  # a name that may not survive a crash is no promise
+            raise
 
     def save_sync(self, data: bytes) -> Path:
         """`save`, blocking: for code already running in a worker thread."""
@@ -162,7 +236,8 @@ class ManagedStorage:
         encodes one chunk at a time. An exception raised by ``chunks`` deletes
         the file and propagates unchanged.
         """
-        descriptor, path = self.create_sync()
+        descriptor, path = self.begin_sync()
+        pending = _pending(path)
         size = 0
         try:
             with os.fdopen(descriptor, "wb") as file:
@@ -172,14 +247,14 @@ class ManagedStorage:
                 file.flush()
                 # A preview that names the file is a promise the file holds it all.
                 os.fsync(file.fileno())
-            _sync_directory(self.directory)
+                self._publish(pending, path)  # still locked: never seen abandoned
         except OSError as error:
-            path.unlink(missing_ok=True)  # never leave a half-written file behind
+            pending.unlink(missing_ok=True)  # never leave a half-written file behind
             raise RetentionError(
                 f"cannot retain tool output in {path} ({size:,} bytes written): {error.strerror}"
             ) from error
         except BaseException:
-            path.unlink(missing_ok=True)
+            pending.unlink(missing_ok=True)
             raise
         return path
 
@@ -208,6 +283,14 @@ class ManagedStorage:
         with entries:
             for entry in entries:
                 name = entry.name
+                if name[:1] == ".":
+                    if (
+                        _PENDING.match(name)
+                        and entry.is_file(follow_symlinks=False)
+                        and _remove_abandoned(entry.path, now, retention)
+                    ):
+                        removed += 1
+                    continue
                 # Timestamps of one fixed width compare as strings, so a current
                 # file costs one slice; is_file without following links needs no
                 # stat where the OS reports the type.
@@ -248,5 +331,60 @@ def _sync_directory(directory: Path) -> None:
     descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+#: The errors of a file system that cannot make hard links.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP})
+
+
+def _pending(path: Path) -> Path:
+    """The hidden name a file is written under before it takes ``path``."""
+    return path.with_name(f".{path.name}.partial")
+
+
+def _lock(descriptor: int) -> None:
+    """Hold a pending file locked while its writer lives, so the prune spares it."""
+    import fcntl
+
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        # No flock on this file system: the prune cannot take the lock either,
+        # so it waits for the retention instead.
+        logger.debug("cannot lock pending managed file: %s", error)
+
+
+def _remove_abandoned(path: str, now: float, retention: float) -> bool:
+    """Delete a pending file whose writer is gone; return whether it went.
+
+    The kernel drops a writer's lock when its process ends however it ends
+    (kill -9 included), so a pending file nobody holds locked is a leftover,
+    unless it was written to within `PENDING_GRACE` (created but not yet
+    locked). Asking the lock is exact where a process ID or an age would
+    guess: IDs are reused and do not cross containers, and a slow writer may
+    be old. What is still locked goes only once older than the retention.
+    """
+    import fcntl
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NO_LINKS)
+    except OSError:
+        return False  # gone meanwhile, or not ours to read
+    try:
+        age = now - os.fstat(descriptor).st_mtime
+        if age < retention:
+            if age < PENDING_GRACE:
+                return False
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return False  # its writer lives (or the file system cannot say)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
     finally:
         os.close(descriptor)

@@ -6,6 +6,7 @@ import datetime
 import errno
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -255,6 +256,173 @@ async def test_saved_files_are_on_disk_before_save_returns(
     path = await pegboard.ManagedStorage(storage_dir).save(b"whole output")
     assert (path.stat().st_ino, len(b"whole output")) in synced
     assert storage_dir.stat().st_ino in [inode for inode, _ in synced]
+
+
+# Written whole or not at all: a hidden pending name until the file is complete
+
+PENDING_NAME = re.compile(r"\.tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt\.partial")
+FINAL_NAME = re.compile(r"tool-output-\d{8}T\d{6}-[0-9a-f]{16}\.txt")
+
+#: Retains a large output through a real Location; its first write stops halfway
+#: and says so on standard output, so the test can kill the process right there.
+STOPS_MIDWAY = """
+import os, sys, anyio, pegboard
+
+real_fdopen = os.fdopen
+
+class Midway:
+    def __init__(self, file):
+        self._file = file
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return self._file.__exit__(*exc)
+    def write(self, data):
+        self._file.write(data[: len(data) // 2])
+        self._file.flush()
+        print("writing", flush=True)
+        sys.stdin.read()  # until killed
+
+os.fdopen = lambda *args, **kwargs: Midway(real_fdopen(*args, **kwargs))
+
+async def main(workspace, storage):
+    async def execute(input, context):
+        return pegboard.ToolResponse(content="x" * 4_000_000)
+    limits = pegboard.OutputLimits(max_lines=8, max_bytes=1024)
+    opening = pegboard.Host().location(workspace, plugins=[], limits=limits, storage=storage)
+    async with opening as location:
+        big = pegboard.tool(description="Big.", execute=execute)
+        with location.tools.register({"big": big}):
+            context = pegboard.ToolContext(session_id="s", agent="a", message_id="m", call_id="c")
+            await location.prepare().execute(pegboard.ToolCall("big", "{}", context))
+
+anyio.run(main, sys.argv[1], sys.argv[2])
+"""
+
+
+def kill_midway(workspace: Path, storage_dir: Path) -> None:
+    """Retain a large output in a new process and kill it (SIGKILL) in the middle of the write."""
+    with subprocess.Popen(
+        [sys.executable, "-c", STOPS_MIDWAY, str(workspace), str(storage_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdout is not None
+        assert "writing\n" == child.stdout.readline()
+        child.send_signal(signal.SIGKILL)
+        assert -signal.SIGKILL == child.wait(timeout=60)
+
+
+def backdate(path: Path, age: datetime.timedelta) -> None:
+    when = time.time() - age.total_seconds()
+    os.utime(path, (when, when), follow_symlinks=False)
+
+
+async def test_a_write_killed_midway_leaves_no_file_under_a_managed_name(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """kill -9 mid-write leaves only a hidden pending file; opening the Location removes it."""
+    await anyio.to_thread.run_sync(kill_midway, workspace, storage_dir)
+    directory = area(storage_dir, workspace)
+    (leftover,) = listing(directory)
+    assert PENDING_NAME.fullmatch(leftover)
+    assert 0 < (directory / leftover).stat().st_size < 4_000_000
+    # Two hours on: the area is due for listing, and the leftover is no one's.
+    # (The child found no area to list when it opened, so it left no stamp.)
+    assert not (directory / STAMP).exists()
+    backdate(directory / leftover, datetime.timedelta(hours=2))
+    async with host.location(workspace, plugins=[], storage=storage_dir) as location:
+        assert directory == location.storage.directory
+    assert [] == listing(directory)
+
+
+async def test_a_saved_file_has_its_final_name_only_when_whole(
+    storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the bytes are written and flushed the file is pending; then it takes its name."""
+    seen: list[list[str]] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        seen.append(listing(storage_dir))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = await pegboard.ManagedStorage(storage_dir).save(b"whole output")
+    assert PENDING_NAME.fullmatch(seen[0][0])
+    assert [f".{path.name}.partial"] == seen[0]
+    assert [path.name] == listing(storage_dir)
+    assert FINAL_NAME.fullmatch(path.name)
+
+
+async def test_a_pending_file_with_a_live_writer_is_never_pruned(storage_dir: Path) -> None:
+    """A file still being written stays, however long ago it was last written to."""
+    storage = pegboard.ManagedStorage(storage_dir)
+    descriptor, path = storage.begin_sync()
+    pending = storage_dir / f".{path.name}.partial"
+    try:
+        os.write(descriptor, b"so far")
+        backdate(pending, datetime.timedelta(days=1))
+        assert 0 == await storage.prune(force=True)
+        assert [pending.name] == listing(storage_dir)
+    finally:
+        storage.abandon_sync(descriptor, path)
+    assert [] == listing(storage_dir)
+
+
+async def test_an_abandoned_pending_file_is_spared_for_a_grace_period(storage_dir: Path) -> None:
+    """A pending file no one holds goes once untouched for a minute; younger, it stays."""
+    recent = plant(storage_dir, f".tool-output-{stamp(OLD)}-00000000000000aa.txt.partial")
+    old = plant(
+        storage_dir,
+        f".tool-output-{stamp(RECENT)}-00000000000000bb.txt.partial",
+        datetime.timedelta(minutes=2),
+    )
+    unrelated = plant(storage_dir, ".notes.partial", OLD)
+    assert 1 == await pegboard.ManagedStorage(storage_dir).prune(force=True)
+    assert sorted([recent.name, unrelated.name]) == listing(storage_dir)
+    assert not old.exists()
+
+
+def test_a_pending_file_older_than_the_retention_goes_even_if_held(storage_dir: Path) -> None:
+    """A lock leaked to a process that never ends keeps a pending file no longer than any file."""
+    storage = pegboard.ManagedStorage(storage_dir, retention=datetime.timedelta(hours=1))
+    descriptor, path = storage.begin_sync()
+    try:
+        backdate(storage_dir / f".{path.name}.partial", datetime.timedelta(hours=2))
+        assert 1 == anyio.run(lambda: storage.prune(force=True))
+        assert [] == listing(storage_dir)
+    finally:
+        os.close(descriptor)
+
+
+async def test_a_streamed_file_takes_its_name_when_finished(storage_dir: Path) -> None:
+    """begin_sync, write, finish_sync: the path returned up front then holds every byte."""
+    storage = pegboard.ManagedStorage(storage_dir)
+    descriptor, path = storage.begin_sync()
+    assert storage_dir == path.parent
+    assert FINAL_NAME.fullmatch(path.name)
+    os.write(descriptor, b"streamed ")
+    assert not path.exists()
+    os.write(descriptor, b"output")
+    await anyio.to_thread.run_sync(storage.finish_sync, descriptor, path)
+    assert [path.name] == listing(storage_dir)
+    assert b"streamed output" == await anyio.Path(path).read_bytes()
+    assert 0o600 == mode(path)
+
+
+async def test_finishing_never_replaces_a_planted_name(tmp_path: Path, storage_dir: Path) -> None:
+    """A symlink planted under the final name meanwhile fails the finish and stays untouched."""
+    storage = pegboard.ManagedStorage(storage_dir)
+    descriptor, path = storage.begin_sync()
+    os.write(descriptor, b"attacker-chosen bytes")
+    path.symlink_to(tmp_path / "victim")
+    with pytest.raises(pegboard.RetentionError, match="cannot retain tool output"):
+        storage.finish_sync(descriptor, path)
+    assert path.is_symlink()
+    assert [path.name] == listing(storage_dir)
+    assert not (tmp_path / "victim").exists()
 
 
 # One area per Location
