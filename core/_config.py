@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from ._codec import SchemaCodec
+from ._codec import MAX_DEPTH, SchemaCodec
 from ._errors import CodecError
 from ._permissions import PermissionRule
 
@@ -114,6 +114,18 @@ class LocationConfig:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        except RecursionError:
+            # tomllib parses nested arrays and inline tables by recursion.
+            raise ConfigError(
+                f"{path}: arrays or tables nest too deeply to parse; "
+                f"keep every value within {MAX_DEPTH} levels"
+            ) from None
+        deepest = _too_deep(data)
+        if deepest is not None:
+            raise ConfigError(
+                f"{path}: {deepest}: nests deeper than {MAX_DEPTH} levels; "
+                "flatten the arrays and tables within it"
+            )
         if "trusted" in data or "trust" in data:
             raise ConfigError(
                 f"{path}: a Location's config cannot grant trust; "
@@ -143,6 +155,25 @@ class LocationConfig:
 
 
 _SETTINGS = ("plugins", "tool_output", "permissions")
+
+
+def _too_deep(data: Mapping[str, Any]) -> str | None:
+    """The top-level key whose value nests deeper than `MAX_DEPTH`, if any.
+
+    Walked without recursion, so no depth the parser returned can overflow the
+    stack here, and none reaches schema validation or a plugin's options.
+    """
+    for key, value in data.items():
+        stack: list[tuple[Any, int]] = [(value, 1)]
+        while stack:
+            item, depth = stack.pop()
+            if not isinstance(item, dict | list):
+                continue
+            if depth > MAX_DEPTH:
+                return key
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 def permission_rules(entries: object, *, source: str) -> tuple[PermissionRule, ...]:

@@ -268,6 +268,23 @@ def test_usage_errors_are_plain_lines_with_exit_code_two(
     assert len(result.stderr.strip().splitlines()) <= 3
 
 
+@pytest.mark.parametrize(
+    ("port", "why"),
+    [
+        ("99999", "not a TCP port"),
+        ("-1", "not a TCP port"),
+        ("0", "any free port is not offered, since clients must be told the port"),
+    ],
+)
+def test_a_port_out_of_range_is_one_line_naming_the_option(
+    environment: dict[str, str], workspace: Path, port: str, why: str
+) -> None:
+    """serve --port outside 1..65535 is one usage line naming the option, exit 2."""
+    result = pegboard(environment, "serve", "-l", str(workspace), "--http", f"--port={port}")
+    expected = f"pegboard: error: --port {port}: {why}; give a number from 1 to 65535\n"
+    assert (2, expected) == (result.returncode, result.stderr)
+
+
 def test_bad_config_is_a_usage_error_and_debug_shows_the_traceback(
     environment: dict[str, str], workspace: Path
 ) -> None:
@@ -279,6 +296,19 @@ def test_bad_config_is_a_usage_error_and_debug_shows_the_traceback(
     assert "Traceback" not in plain.stderr
     debug = pegboard(environment, "--debug", "tools", "-l", str(workspace))
     assert "Traceback" in debug.stderr
+
+
+def test_a_config_nested_too_deeply_is_one_usage_line(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """A pegboard.toml nested 5,000 deep is one plain line naming the file, exit 2."""
+    (workspace / "pegboard.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    result = pegboard(environment, "tools", "-l", str(workspace))
+    expected = (
+        f"pegboard: error: {workspace / 'pegboard.toml'}: arrays or tables nest too deeply "
+        "to parse; keep every value within 64 levels\n"
+    )
+    assert (2, expected) == (result.returncode, result.stderr)
 
 
 def test_plugin_failures_are_warned_about(environment: dict[str, str], workspace: Path) -> None:

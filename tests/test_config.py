@@ -92,6 +92,74 @@ async def test_bad_config_is_a_clear_error_naming_file_and_key(
     assert message in str(caught.value)
 
 
+#: Values nested 5,000 deep: deeper than the TOML parser's recursion can go.
+TOO_DEEP_TO_PARSE = {
+    "arrays": "a = " + "[" * 5000 + "]" * 5000,
+    "inline tables": "a = " + "{b = " * 5000 + "1" + "}" * 5000,
+}
+
+
+@pytest.mark.parametrize("text", TOO_DEEP_TO_PARSE.values(), ids=TOO_DEEP_TO_PARSE.keys())
+async def test_a_config_nested_too_deeply_to_parse_is_a_config_error_naming_the_file(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, text: str
+) -> None:
+    """Nesting the parser cannot follow is a ConfigError naming the file, not a RecursionError."""
+    (workspace / "pegboard.toml").write_text(text + "\n")
+    with pytest.raises(pegboard.ConfigError) as caught:
+        async with host.location(workspace, storage=storage_dir):
+            pytest.fail("the Location must not open")
+    expected = (
+        f"{workspace / 'pegboard.toml'}: arrays or tables nest too deeply to parse; "
+        "keep every value within 64 levels"
+    )
+    assert expected == str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[notes]\nx = " + "[" * 65 + "]" * 65, "notes"),
+        ("notes = " + "{b = " * 65 + "1" + "}" * 65, "notes"),
+        (
+            'plugins = [{name = "notes", options = ' + "{b = " * 64 + "1" + "}" * 64 + "}]",
+            "plugins",
+        ),
+    ],
+    ids=["array", "table", "plugin options"],
+)
+async def test_a_config_value_deeper_than_64_levels_is_refused_before_validation(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, text: str, key: str
+) -> None:
+    """A value the parser returns nested past 64 levels is named; no plugin ever sees it."""
+    plugin = Remember()
+    host.add_plugin("notes", plugin)
+    (workspace / "pegboard.toml").write_text(text + "\n")
+    with pytest.raises(pegboard.ConfigError) as caught:
+        async with host.location(workspace, storage=storage_dir):
+            pytest.fail("the Location must not open")
+    expected = (
+        f"{workspace / 'pegboard.toml'}: {key}: nests deeper than 64 levels; "
+        "flatten the arrays and tables within it"
+    )
+    assert expected == str(caught.value)
+    assert [] == plugin.options
+
+
+async def test_a_config_value_64_levels_deep_is_read(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """64 levels of tables, the limit itself, reach the plugin as written."""
+    plugin = Remember()
+    host.add_plugin("notes", plugin)
+    (workspace / "pegboard.toml").write_text("notes = " + "{b = " * 63 + "1" + "}" * 63 + "\n")
+    async with host.location(workspace, plugins=["notes"], storage=storage_dir):
+        pass
+    (options,) = plugin.options
+    for _ in range(63):
+        options = options["b"]  # type: ignore[assignment]
+    assert 1 == options
+
+
 async def test_law_host_authority_config_cannot_grant_trust(
     host: pegboard.Host, workspace: Path, storage_dir: Path
 ) -> None:

@@ -53,8 +53,9 @@ def add(commands: Any) -> None:
         "headers must name it",
     )  # fmt: skip
     serve.add_argument(
-        "--port", type=int, default=8000, metavar="N", help="the HTTP port (default: 8000)"
-    )
+        "--port", type=int, default=8000, metavar="N",
+        help="the HTTP port, from 1 to 65535 (default: 8000)",
+    )  # fmt: skip
     serve.add_argument(
         "--token-file", type=path, metavar="PATH",
         help="the bearer token HTTP clients must send, read from PATH (created with a new "
@@ -75,6 +76,13 @@ def run(arguments: argparse.Namespace) -> int:
 
     import anyio
 
+    if arguments.port not in _PORTS:
+        why = (
+            "any free port is not offered, since clients must be told the port"
+            if arguments.port == 0
+            else "not a TCP port"
+        )
+        raise UsageError(f"--port {arguments.port}: {why}; give a number from 1 to 65535")
     if importlib.util.find_spec("mcp") is None:
         raise UsageError("pegboard serve needs the MCP SDK: pip install 'pegboard[mcp]'")
     if arguments.transport == "stdio":
@@ -93,6 +101,12 @@ def run(arguments: argparse.Namespace) -> int:
             raise
         print_error(arguments, error)
         return Exit.OPERATIONAL
+
+
+#: The ports ``--port`` takes. The address is announced, token file and all,
+#: before the server binds it, so 0 (the system picks one) would announce a
+#: port no client could reach.
+_PORTS = range(1, 65536)
 
 
 def _interrupt(signum: int, frame: object) -> None:
