@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import functools
+import os
 import posixpath
 import re
-import shlex
-import unicodedata
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
+
+from ._escapes import ansi_c, shown, visible
+from ._wrappers import (
+    LOADER_VARIABLES,
+    SHELLS,
+    find_acts,
+    find_commands,
+    git_runs,
+    is_stdin,
+    program_index,
+    runs_unseen,
+    shell_program,
+    unwrap,
+    variable_reason,
+    wrapped_assignments,
+)
+from ._writes import written
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -20,32 +37,13 @@ __all__ = (
     "Command",
     "Write",
     "analyse",
-    "is_privileged",
-    "is_python",
+    "on_path",
     "shown",
     "visible",
 )
 
 # Past this many nested `sh -c '…'` strings a command is asked as a whole.
 _MAX_DEPTH = 8
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "yash"})
-# Variables that change which program a name runs, or run code of their own.
-_LOADER_VARIABLES = frozenset(
-    {
-        "PATH",
-        "LD_PRELOAD",
-        "LD_LIBRARY_PATH",
-        "LD_AUDIT",
-        "BASH_ENV",
-        "ENV",
-        "IFS",
-        "SHELLOPTS",
-        "PS4",
-        "PS0",
-        "PS1",
-        "PROMPT_COMMAND",
-    }
-)
 # Reserved words the parser may take for a command name when it misreads a line
 # (`! if …; fi`): bash would run the compound command, so the line is unreadable.
 _RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "case", "esac",
@@ -58,6 +56,9 @@ _ARITHMETIC_COMMANDS = frozenset({"let"})
 _READERS = frozenset({"read", "mapfile", "readarray"})
 _CODE_TEXT = re.compile(r"\$\(|`|\$\[")
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+# `${x@Q}` and these only quote or change case; `@P` (prompt expansion) runs the
+# substitutions in the value, and a letter not listed here is not known to be safe.
+_PLAIN_TRANSFORMS = frozenset("QEUuLaAKk")
 # Unquoted characters that make bash expand a command name into something else.
 _EXPANDING = re.compile(r"[*?\[{~]")
 
@@ -66,7 +67,8 @@ _EXPANDING = re.compile(r"[*?\[{~]")
 class Command:
     """One simple command as it would run: wrappers seen through, quotes resolved."""
 
-    #: The words, the name by its base name (``/bin/rm`` is ``rm``).
+    #: The words, the name as it is matched: by its base name when it is the program
+    #: PATH finds (``/bin/rm`` is ``rm``), else as written (``./ls``).
     words: tuple[str, ...]
     #: An argument runs another command (``$(…)``, ``<(…)``, backticks).
     embeds: bool = False
@@ -85,7 +87,7 @@ class Command:
 
 @attrs.frozen
 class Write:
-    """A file an output redirection or ``tee`` writes, as written in the command."""
+    """A file a redirection, an output option or an operand writes, as written in the command."""
 
     path: str
     #: The path is an expansion: where it points is known only when it runs.
@@ -102,37 +104,6 @@ class Analysis:
     unreadable: str | None = None
 
 
-def visible(text: str, *, newlines: bool = True) -> str:
-    """``text`` with control and format characters shown as escapes (``\\r``, ``\\x1b``).
-
-    A terminal then cannot be made to hide part of a command from the person
-    approving it; ``newlines=False`` escapes line breaks too.
-    """
-    shown = []
-    for char in text:
-        if (char == "\n" and newlines) or char == "\t":
-            shown.append(char)
-        elif char in "\r\n":
-            shown.append("\\r" if char == "\r" else "\\n")
-        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
-            code = ord(char)
-            shown.append(
-                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else
-                f"\\U{code:08x}"
-            )  # fmt: skip
-        else:
-            shown.append(char)
-    return "".join(shown)
-
-
-def shown(word: str) -> str:
-    """``word`` as a resource shows it."""
-    # Words holding blanks or quotes are quoted, so `a 'b c'` and `a b c` stay apart.
-    if not word or any(char.isspace() or char in "'\"" for char in word):
-        return shlex.quote(word)
-    return word
-
-
 @functools.cache
 def _language() -> object:
     import tree_sitter
@@ -147,15 +118,26 @@ def _parser() -> Parser:
     return tree_sitter.Parser(_language())  # type: ignore[arg-type]
 
 
-def analyse(command: str) -> Analysis:
-    """The simple commands ``command`` runs and the files it writes by redirection.
+def on_path(path: str) -> bool:
+    """Whether the absolute name ``path`` is the program PATH finds for its base name."""
+    found = shutil.which(posixpath.basename(path))
+    try:
+        return found is not None and os.path.samefile(found, path)
+    except OSError:
+        return False
+
+
+def analyse(command: str, *, resolves: Callable[[str], bool] = on_path) -> Analysis:
+    """The simple commands ``command`` runs and the files it writes.
 
     Every simple command anywhere in the tree is listed, wrappers (``env``,
     ``sudo``, ``xargs``, ``sh -c '…'``, …) seen through. What cannot be known
     statically (``eval``, a name that is an expansion) is marked opaque; a line
-    the parser cannot read is ``unreadable`` and lists nothing to match.
+    the parser cannot read is ``unreadable`` and lists nothing to match. A name
+    with a ``/`` is matched by its base name only when ``resolves`` says it is
+    the program PATH finds (:func:`on_path`); else it is shown as written.
     """
-    reader = _Reader(command.encode("utf-8", "surrogateescape"))
+    reader = _Reader(command.encode("utf-8", "surrogateescape"), resolves)
     try:
         reader.read_line(0)
     except _UnreadableError as error:
@@ -171,7 +153,13 @@ def analyse(command: str) -> Analysis:
                 verbatim=True,
             )
         )
-    commands = tuple(dict.fromkeys(reader.commands))
+    # A command also read past its opacity (to list what it runs) is asked opaque once.
+    hidden = {item.words for item in reader.commands if item.opaque is not None}
+    commands = tuple(
+        item
+        for item in dict.fromkeys(reader.commands)
+        if item.opaque is not None or item.words not in hidden
+    )
     return Analysis(commands, tuple(dict.fromkeys(reader.writes)))
 
 
@@ -196,8 +184,9 @@ class _Word:
 class _Reader:
     """Walks the syntax tree of one line (and of the shell strings inside it)."""
 
-    def __init__(self, source: bytes) -> None:
+    def __init__(self, source: bytes, resolves: Callable[[str], bool]) -> None:
         self.source = source
+        self.resolves = resolves
         self.commands: list[Command] = []
         self.writes: list[Write] = []
         self.coproc = False  # a `coproc NAME { … }`, whose `}` the parser reads as a command
@@ -224,7 +213,7 @@ class _Reader:
         elif kind in ("word", "raw_string", "string_content", "ansi_c_string"):
             text = self._text(node)
             if kind == "ansi_c_string":
-                text = _ansi_c(text[2:-1])
+                text = ansi_c(text[2:-1])
             if _CODE_TEXT.search(text):
                 self.data = True  # a quoted `$(…)`: harmless unless arithmetic evaluates it
         if kind == "command":
@@ -232,6 +221,10 @@ class _Reader:
             return
         if kind == "file_redirect":
             self._redirect(node)
+        elif kind == "expansion":
+            self._expansion(node)
+        elif kind == "unary_expression":
+            self._test(node)
         elif kind in ("declaration_command", "unset_command"):
             self._declaration(node)
         elif kind == "variable_assignment":
@@ -241,19 +234,50 @@ class _Reader:
 
     def _assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
-        if name is not None and self._text(name) in _LOADER_VARIABLES:
-            self.commands.append(
-                Command(
-                    (self._text(node),),
-                    opaque=f"it sets {self._text(name)}, which decides what runs",
-                    verbatim=True,
-                )
-            )
+        if name is not None and self._text(name) in LOADER_VARIABLES:
+            self._whole(node, f"it sets {self._text(name)}, which decides what runs")
+
+    def _whole(self, node: Node, why: str) -> None:
+        """Ask for the source text of ``node`` as an opaque command of its own."""
+        self.commands.append(Command((self._text(node),), opaque=why, verbatim=True))
+
+    def _expansion(self, node: Node) -> None:
+        kinds = [child.type for child in node.children]
+        if kinds[1:2] == ["!"] and len(kinds) > 3:
+            # `${!x}` expands the variable x names, and `a[$(…)]` there runs the `$(…)`;
+            # `${!prefix*}` and `${!a[@]}` only list names and keys.
+            listing = kinds[3] in ("*", "@") and kinds[4:5] == ["}"]
+            keys = self._text(node.children[2]).endswith(("[@]", "[*]"))
+            if not (listing or keys):
+                self._whole(node, "indirection (${!x}) expands a name held in data")
+                return
+        if "@" in kinds[1:]:
+            letter = kinds[kinds.index("@", 1) + 1] if kinds[-1:] == ["}"] else ""
+            if letter != "}" and letter not in _PLAIN_TRANSFORMS:
+                self._whole(node, f"the @{letter} transformation may run the value as code")
+
+    def _test(self, node: Node) -> None:
+        operator = node.named_children[0] if node.named_children else None
+        if operator is None or self._text(operator) != "-v" or len(node.named_children) < 2:
+            return
+        operand = self._word(node.named_children[1])
+        if "[" in operand.text or operand.dynamic:
+            self._whole(node, "-v evaluates the subscript of the name it tests")
 
     def _declaration(self, node: Node) -> None:
         words = tuple(self._text(child) for child in node.children)
-        if any(word.startswith("-") and "i" in word for word in words[1:]):
+        options = [word for word in words[1:] if word.startswith("-")]
+        if any("i" in word for word in options):
             self.arithmetic = True  # `declare -i x=…` evaluates what it assigns
+        if words[0] in ("declare", "typeset", "local") and any("n" in word for word in options):
+            self.commands.append(
+                Command(
+                    words,
+                    embeds=_holds_substitution(node),
+                    opaque="a nameref (-n) names a variable whose subscript bash evaluates",
+                )
+            )
+            return
         self.commands.append(Command(words, embeds=_holds_substitution(node)))
 
     def _redirect(self, node: Node) -> None:
@@ -266,10 +290,14 @@ class _Reader:
         word = self._word(destination)
         self._write(word)
 
-    def _write(self, word: _Word) -> None:
-        if word.text in _HARMLESS_TARGETS or word.text.startswith("/dev/fd/"):
+    def _write(self, word: _Word, path: str | None = None, *, dynamic: bool = False) -> None:
+        path = word.text if path is None else path
+        if path in _HARMLESS_TARGETS or path.startswith("/dev/fd/"):
             return
-        self.writes.append(Write(word.text, dynamic=word.dynamic or word.embeds))
+        # A glob picks its files when it runs (`rm .e*`): where it writes is unknown.
+        pattern = word.expanding and re.search(r"[*?\[{]", path) is not None
+        dynamic = dynamic or word.dynamic or word.embeds or pattern
+        self.writes.append(Write(path, dynamic=dynamic))
 
     def _command(self, node: Node, depth: int) -> None:
         words: list[_Word] = []
@@ -280,8 +308,8 @@ class _Reader:
             field = _field_of(node, child)
             if child.type == "variable_assignment":
                 name = child.child_by_field_name("name")
-                if name is not None and self._text(name) in _LOADER_VARIABLES:
-                    loader = f"it sets {self._text(name)}, which decides what runs"
+                if name is not None and loader is None:
+                    loader = variable_reason(self._text(name))
                 self._walk(child, depth)  # a substitution in the value runs too
             elif child.type == "file_redirect" or child.type.endswith("_redirect"):
                 self._walk(child, depth)
@@ -319,8 +347,11 @@ class _Reader:
             return
         if opaque is None and split:
             opaque = "a line continuation joins two of its words"
+        # What the name says it is decides how it is read; it is matched as the
+        # program it resolves to, so `evil/ls` is never taken for `ls`.
         base = posixpath.basename(name.text) or name.text
-        texts[0] = base
+        if "/" not in name.text or (name.text.startswith("/") and self.resolves(name.text)):
+            texts[0] = base
         if base in _ARITHMETIC_COMMANDS:
             self.arithmetic = True
         elif base in _READERS:
@@ -329,30 +360,29 @@ class _Reader:
             self._run(words[1:], depth)
             return
         self._keyword(name.text)
+        for path, where in written(base, texts):
+            self._write(words[where[0]], path, dynamic=any(words[i].dynamic for i in where))
+        if texts[0] != base:
+            self._add(texts, embeds, None)  # a program of its own, asked as written
+        opaque = opaque or runs_unseen(base, texts)
         if opaque is not None:
+            # Asked as a whole; what it runs is still read, for deny rules to see.
             self._add(texts, embeds, opaque)
-            return
-        if base == "env" and any(t == "-S" or t.startswith("--split-string") for t in texts):
-            self._add(texts, embeds, "env -S splits a string into a command when it runs")
-            return
-        inner = _unwrap(base, texts)
+        inner = unwrap(base, texts)
         if inner is not None:
             start, keep = inner
             if keep:
                 self._add(texts, embeds, None)
             if start < len(words):
-                self._run(words[start:], depth)
+                reasons = map(variable_reason, wrapped_assignments(base, texts, start))
+                self._run(words[start:], depth, opaque=next(filter(None, reasons), None))
             return
-        if base in ("eval",):
-            self._add(texts, embeds, "eval runs a string built when it runs")
-        elif base in ("source", "."):
-            dynamic = len(words) < 2 or words[1].dynamic or words[1].embeds
-            self._add(texts, embeds, "it runs a file named by an expansion" if dynamic else None)
-        elif base == "git" and any(
-            t in ("-c", "--config-env") or t.startswith(("--config-env=", "--exec-path"))
-            for t in texts[1:]
-        ):
-            self._add(texts, embeds, "git -c can set a command git runs (an alias, a pager)")
+        if opaque is not None:
+            return
+        if base in ("source", "."):
+            self._add(texts, embeds, _program_reason(words, 1))
+        elif base == "git" and git_runs(texts):
+            self._add(texts, embeds, "git -c and --upload-pack name a command git runs")
         elif base in ("su", "runuser") and any(t in ("-c", "--command") for t in texts):
             index = next(i for i, t in enumerate(texts) if t in ("-c", "--command"))
             self._add(texts, embeds, None)  # another user: asked as well
@@ -361,15 +391,16 @@ class _Reader:
                 self._add(texts, embeds, "the command string is built when it runs")
             else:
                 self._nested(script.text, depth)
-        elif _reads_program(base, texts):
-            self._add(texts, embeds, "it runs the program it reads from its input")
-        elif base in _SHELLS or base == "trap":
-            self._shell(base, words, texts, embeds, depth)
+        elif (program := program_index(base, texts)) is not None:
+            self._add(texts, embeds, _program_reason(words, program))
+        elif base in SHELLS:
+            self._shell(words, texts, embeds, depth)
+        elif base == "trap":
+            self._trap(words, texts, embeds, depth)
         elif base == "find":
             # Actions change what a find does: "always" on a search never covers them.
-            acts = any(text in _FIND_ACTIONS or text.startswith("-fprint") for text in texts)
-            self._add(texts, embeds or acts, None)
-            for start, end in _find_commands(texts):
+            self._add(texts, embeds or find_acts(texts), None)
+            for start, end in find_commands(texts):
                 self._run(words[start:end], depth)
         elif base == "coproc":
             # tree-sitter-bash reads `coproc NAME { …; }` as plain words: the
@@ -389,53 +420,35 @@ class _Reader:
             self._add(texts, embeds, "enable -f loads a builtin from a library")
         else:
             self._add(texts, embeds, None)
-            if base == "tee":
-                for word, text in zip(words[1:], texts[1:], strict=True):
-                    if not text.startswith("-"):
-                        self._write(word)
 
-    def _shell(
-        self, base: str, words: list[_Word], texts: list[str], embeds: bool, depth: int
-    ) -> None:
-        """``sh -c 'literal'`` and ``trap 'literal' SIG`` are read as the line they run."""
-        if base == "trap":
-            handler = next((i for i, t in enumerate(texts[1:], 1) if not t.startswith("-")), None)
-            if handler is None or len(texts) < 3:
-                self._add(texts, embeds, None)  # listing or resetting traps
-                return
-            script = words[handler]
+    def _shell(self, words: list[_Word], texts: list[str], embeds: bool, depth: int) -> None:
+        """``sh -c 'literal'`` is read as the line it runs."""
+        how, index = shell_program(texts)
+        if how == "input":
+            self._add(texts, embeds, "the shell runs what it reads from its input")
+        elif how == "file":
+            self._add(texts, embeds, _program_reason(words, index))
         else:
-            index = next(
-                (
-                    i
-                    for i, text in enumerate(texts[1:], 1)
-                    if text.startswith("-") and not text.startswith("--") and "c" in text
-                ),
-                None,
-            )
-            operands = [t for t in texts[1:] if not t.startswith("-")]
-            if index is None:
-                if not operands or texts[1:2] == ["-s"] or "-s" in texts:
-                    self._add(texts, embeds, "the shell runs what it reads from its input")
-                else:
-                    self._add(texts, embeds, None)  # a script file: its contents are its own
-                return
-            if index + 1 < len(words) and texts[index + 1] == "--":
-                index += 1
-            if index + 1 >= len(words):
-                self._add(texts, embeds, "the shell runs what it reads from its input")
-                return
-            script = words[index + 1]
+            self._script(words[index], texts, embeds, depth)
+
+    def _trap(self, words: list[_Word], texts: list[str], embeds: bool, depth: int) -> None:
+        """``trap 'literal' SIG`` is read as the line it runs."""
+        handler = next((i for i, t in enumerate(texts[1:], 1) if not t.startswith("-")), None)
+        if handler is None or len(texts) < 3:
+            self._add(texts, embeds, None)  # listing or resetting traps
+        else:
+            self._script(words[handler], texts, embeds, depth)
+
+    def _script(self, script: _Word, texts: list[str], embeds: bool, depth: int) -> None:
         if script.dynamic or script.embeds:
             self._add(texts, embeds, "the shell runs a string built when it runs")
-            return
-        if depth >= _MAX_DEPTH:
+        elif depth >= _MAX_DEPTH:
             self._add(texts, embeds, "shell strings nested too deep to read")
-            return
-        self._nested(script.text, depth)
+        else:
+            self._nested(script.text, depth)
 
     def _nested(self, script: str, depth: int) -> None:
-        reader = _Reader(script.encode("utf-8", "surrogateescape"))
+        reader = _Reader(script.encode("utf-8", "surrogateescape"), self.resolves)
         try:
             reader.read_line(depth + 1)
         except _UnreadableError as error:
@@ -467,7 +480,7 @@ class _Reader:
         elif kind == "raw_string":
             word.parts.append(text[1:-1])
         elif kind == "ansi_c_string":
-            word.parts.append(_ansi_c(text[2:-1]))
+            word.parts.append(ansi_c(text[2:-1]))
         elif kind in ("string", "translated_string"):
             inner = node.named_children
             if not inner:
@@ -493,6 +506,17 @@ class _Reader:
             word.dynamic = True
             word.embeds = word.embeds or _holds_substitution(node)
             word.parts.append(text)
+
+
+def _program_reason(words: list[_Word], index: int) -> str | None:
+    """Why running the program file ``words[index]`` names is opaque, or None."""
+    if index >= len(words) or words[index].text == "-" or is_stdin(words[index].text):
+        return "it runs the program it reads from its input"
+    if words[index].embeds:
+        return "it runs a program another command writes (a substitution)"
+    if words[index].dynamic:
+        return "it runs a file named by an expansion"
+    return None
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -526,123 +550,3 @@ def _nodes(node: Node) -> Iterator[Node]:
     yield node
     for child in node.children:
         yield from _nodes(child)
-
-
-_ANSI_C = re.compile(
-    r"\\(?:x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|([0-7]{1,3})|c(.)|(.))",
-    re.DOTALL,
-)
-_ANSI_C_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
-                  "r": "\r", "t": "\t", "v": "\v"}  # fmt: skip
-
-
-def _ansi_c(body: str) -> str:
-    """Bash's ``$'…'`` escapes, decoded as bash decodes them."""
-
-    def decode(match: re.Match[str]) -> str:
-        hexa, short, long, octal, control, other = match.groups()
-        if hexa or short or long:
-            code = int(hexa or short or long, 16)
-            return chr(code) if code < 0x110000 else ""
-        if octal:
-            return chr(int(octal, 8) & 0xFF)
-        if control:
-            return chr(ord(control.upper()) ^ 0x40)
-        return _ANSI_C_SIMPLE.get(other, other)
-
-    return _ANSI_C.sub(decode, body)
-
-
-# Wrappers: how many words after the name are options (and their values), so
-# the command they run starts after them. `keep` lists those kept as a resource too.
-_FLAG_VALUES = {
-    "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
-    "time": frozenset({"-f", "--format", "-o", "--output"}),
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user",
-                       "--group", "--chdir", "--prompt", "--host", "--close-from"}),
-    "doas": frozenset({"-u", "-C"}),
-    "xargs": frozenset({"-I", "-L", "-n", "-P", "-d", "-E", "-s", "-a", "--arg-file",
-                        "--delimiter", "--max-args", "--max-procs", "--max-lines", "-e"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "ionice": frozenset({"-c", "-n", "-t", "-p", "-P", "-u", "--class", "--classdata"}),
-    "exec": frozenset({"-a"}),
-    "command": frozenset(),
-    "builtin": frozenset(),
-    "nohup": frozenset(),
-    "setsid": frozenset(),
-    "busybox": frozenset(),  # multi-call binaries: `busybox rm` is rm
-    "toybox": frozenset(),
-}  # fmt: skip
-# Wrappers that take one operand before the command (timeout DURATION).
-_OPERANDS = {"timeout": 1, "chroot": 1, "taskset": 1, "flock": 1}
-# Kept as a resource as well as the command they run: they change who runs it.
-_PRIVILEGED = frozenset({"sudo", "doas", "chroot"})
-
-
-def is_python(name: str) -> bool:
-    """Whether the command ``name`` is a Python interpreter."""
-    return _PYTHON.fullmatch(name) is not None
-
-
-def is_privileged(name: str) -> bool:
-    """Whether the command ``name`` runs another as someone else (``sudo``)."""
-    return name in _PRIVILEGED
-
-
-def _unwrap(base: str, texts: list[str]) -> tuple[int, bool] | None:
-    """Where the command a wrapper runs starts, and whether to keep the wrapper too."""
-    if base not in _FLAG_VALUES and base not in _OPERANDS:
-        return None
-    if base == "command" and any(t.startswith("-") and ("v" in t or "V" in t) for t in texts[1:2]):
-        return None  # `command -v NAME` looks a name up, runs nothing
-    if base == "sudo" and any(t in ("-s", "-i", "-e", "--shell", "--login", "--edit")
-                              for t in texts[1:]):  # fmt: skip
-        return None
-    values = _FLAG_VALUES.get(base, frozenset())
-    index = 1
-    while index < len(texts):
-        text = texts[index]
-        if text == "--":
-            index += 1
-            break
-        if base in ("env", "sudo") and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", text):
-            index += 1
-            continue
-        if not text.startswith("-") or text == "-":
-            break
-        index += 2 if text in values else 1
-    index += _OPERANDS.get(base, 0)
-    keep = is_privileged(base) or index >= len(texts)
-    return index, keep
-
-
-# Python, by the names it is installed under.
-_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?|pypy\d?")
-_STDIN_INTERPRETERS = frozenset({"perl", "ruby", "php", "lua", "node", "nodejs", "bun", "deno",
-                                 "Rscript", "osascript", "tclsh", "wish"})  # fmt: skip
-
-
-def _reads_program(base: str, texts: list[str]) -> bool:
-    """Whether an interpreter runs what it reads from its input (`python3 - <<EOF`)."""
-    if base not in _STDIN_INTERPRETERS and not is_python(base):
-        return False
-    arguments = texts[1:]
-    if any(text in ("--version", "-V", "--help", "-h", "-v") for text in arguments):
-        return False
-    return "-" in arguments or not any(not text.startswith("-") for text in arguments)
-
-
-_FIND_ACTIONS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fls"})
-
-
-def _find_commands(texts: list[str]) -> Iterator[tuple[int, int]]:
-    """Where each ``-exec``/``-execdir``/``-ok`` command of a ``find`` starts and ends."""
-    for index, text in enumerate(texts):
-        if text in ("-exec", "-execdir", "-ok", "-okdir") and index + 1 < len(texts):
-            end = next(
-                (i for i in range(index + 1, len(texts)) if texts[i] in (";", "+")), len(texts)
-            )
-            if end > index + 1:
-                yield index + 1, end

@@ -219,13 +219,15 @@ async def test_requests_name_what_each_tool_touches(
     async with opened(host, folder, storage_dir, permissions=(), approver=approver) as location:
         await call(location, "read", path=str(folder / "notes.txt"))
         await call(location, "grep", pattern="x", path=".")
-        await call(location, "bash", command="ls && FOO=1 rm -f nothing | wc -l")
-    read, grep, bash = approver.asked
+        await call(location, "bash", command="ls && NO_COLOR=1 rm -f nothing | wc -l")
+    read, grep, bash, edit = approver.asked
     assert (("notes.txt",), ("notes.txt",)) == (read.resources, read.always)
     assert ((".",), (".",)) == (grep.resources, grep.always)
     assert ("ls", "rm -f nothing", "wc -l") == bash.resources
     assert ("ls *", "rm *", "wc *") == bash.always
-    assert "ls && FOO=1 rm -f nothing | wc -l" == bash.metadata["command"]
+    assert "ls && NO_COLOR=1 rm -f nothing | wc -l" == bash.metadata["command"]
+    # What rm removes is a change to a file: asked as `edit` too.
+    assert ("edit", ("nothing",)) == (edit.action, edit.resources)
 
 
 async def test_a_deny_rule_catches_a_command_inside_a_chain(
