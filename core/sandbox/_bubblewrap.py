@@ -133,4 +133,8 @@ def probe() -> tuple[str | None, str | None]:
                 return bwrap, None
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()
             failures.append(f"{bwrap}: {said[-1] if said else f'exit {done.returncode}'}")
-    return None, "bubblewrap cannot confine a command here (" + "; ".join(failures) + ")"
+    return None, (
+        "bubblewrap cannot confine a command here (" + "; ".join(failures) + "); let it "
+        "create user namespaces (sysctl user.max_user_namespaces, or the distribution's "
+        "AppArmor profile for bwrap), or choose sandbox='off' knowingly"
+    )

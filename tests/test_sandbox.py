@@ -1,0 +1,251 @@
+"""The sandbox under every command: the host's choice, what it enforces, and its absence."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from builtin_calls import call, failure, metadata, opened, text
+
+import pegboard
+
+pytestmark = pytest.mark.anyio
+
+ALLOW_ALL = [{"action": "*", "resource": "*", "effect": "allow"}]
+
+
+async def yes(request: pegboard.PermissionRequest) -> str:
+    return "once"
+
+
+async def test_law_enforced_authority_the_default_sandbox_is_bubblewrap_here(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A plain host.location confines commands; the Location says with what."""
+    async with host.location(workspace, storage=storage_dir) as location:
+        assert pegboard.SandboxInfo(kind="bubblewrap") == location.sandbox
+        assert "commands run in the bubblewrap sandbox" == location.sandbox.describe()
+
+
+async def test_off_is_the_hosts_explicit_choice(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    async with host.location(workspace, storage=storage_dir, sandbox="off") as location:
+        assert location.sandbox.kind is None
+        assert "the host turned the sandbox off" in str(location.sandbox.reason)
+
+
+async def test_a_bad_choice_is_a_clear_error(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(pegboard.ConfigError, match="'auto', 'required' or 'off', not 'maybe'"):
+        async with host.location(workspace, storage=storage_dir, sandbox="maybe"):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(pegboard.ConfigError, match=r"writable: .* is not a folder"):
+        async with host.location(workspace, storage=storage_dir, writable=[tmp_path / "none"]):
+            pass
+
+
+async def test_law_host_authority_a_location_cannot_turn_the_sandbox_off(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """Only the host chooses: a pegboard.toml that tries is refused, not obeyed."""
+    (workspace / "pegboard.toml").write_text('sandbox = "off"\n')
+    with pytest.raises(pegboard.ConfigError, match="sandbox"):
+        async with host.location(workspace, storage=storage_dir):
+            pass
+
+
+async def test_law_enforced_authority_writable_folders_and_nothing_else(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, tmp_path: Path
+) -> None:
+    """A host's writable= folder takes writes; a folder beside it does not, approved or not."""
+    granted, other = tmp_path / "granted", tmp_path / "other"
+    granted.mkdir()
+    other.mkdir()
+    async with opened(host, workspace, storage_dir, approver=yes, writable=[granted]) as location:
+        outcome = await call(
+            location, "bash", command=f"echo a > {granted}/a; echo b > {other}/b; echo c > c"
+        )
+    # A folder outside is read-only, or not there at all where /tmp is the call's own.
+    assert f"{other}/b: " in text(outcome)
+    assert ["a"] == os.listdir(granted)
+    assert [] == os.listdir(other)
+    assert "c\n" == (workspace / "c").read_text()
+
+
+async def test_law_enforced_authority_each_call_has_its_own_tmpdir(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """$TMPDIR is /tmp inside, writable, new for every call, and gone afterwards."""
+    async with opened(host, workspace, storage_dir) as location:
+        first = await call(location, "bash", command="echo $TMPDIR; echo x > /tmp/left; ls /tmp")
+        second = await call(location, "bash", command="ls /tmp/left || echo absent")
+    assert text(first).startswith("/tmp\n")
+    assert "left" in text(first)
+    assert "absent" in text(second)
+    assert not [name for name in os.listdir("/tmp") if name == "left"]
+
+
+async def test_law_enforced_authority_the_environment_is_an_allow_list(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host's variables stay out; those it passes with environment= come in."""
+    monkeypatch.setenv("PEGBOARD_TEST_TOKEN", "hunter2-in-the-host")
+    async with opened(host, workspace, storage_dir, environment={"PASSED_ON": "given"}) as location:
+        outcome = await call(location, "bash", command="env; cat /proc/self/environ")
+    assert "hunter2-in-the-host" not in text(outcome)
+    assert "PASSED_ON=given" in text(outcome)
+    assert "PATH=" in text(outcome)
+
+
+async def test_law_enforced_authority_network_needs_a_host_rule(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """No `network`, no connection; with it and a host rule, one; a Location cannot allow it."""
+    connections: list[object] = []
+
+    async def accept(stream: Any) -> None:
+        connections.append(stream)
+        await stream.aclose()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    reach = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, accept)
+        asked: list[pegboard.PermissionRequest] = []
+
+        async def refuse(request: pegboard.PermissionRequest) -> str | pegboard.Reject:
+            asked.append(request)
+            return pegboard.Reject("no network") if request.action == "network" else "once"
+
+        rules = [
+            {"action": "bash", "resource": "*", "effect": "allow"},
+            {"action": "edit", "resource": "*", "effect": "allow"},
+        ]
+        try:
+            async with opened(
+                host, workspace, storage_dir, permissions=rules, approver=refuse
+            ) as location:
+                without = await call(location, "bash", command=reach)
+                refused = await call(location, "bash", command=reach, network=True)
+            network = [*rules, {"action": "network", "resource": "*", "effect": "allow"}]
+            async with opened(
+                host, workspace, storage_dir, permissions=network, approver=refuse
+            ) as location:
+                granted = await call(location, "bash", command=reach, network=True)
+        finally:
+            group.cancel_scope.cancel()
+    assert "connected" not in text(without)
+    assert "the user rejected network: no network" == failure(refused)
+    assert ["network"] == [request.action for request in asked if request.action == "network"]
+    assert "connected" in text(granted)
+    assert 1 == len(connections)
+    (workspace / "pegboard.toml").write_text(
+        '[[permissions]]\naction = "network"\nresource = "*"\neffect = "allow"\n'
+    )
+    with pytest.raises(pegboard.ConfigError, match="may only deny or ask"):
+        async with host.location(workspace, storage=storage_dir):
+            pass
+
+
+async def test_law_enforced_authority_a_denied_file_linked_outside_is_refused(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, tmp_path: Path
+) -> None:
+    """A hard link outside the Location cannot be masked: the call is refused, saying why."""
+    (workspace / ".env").write_text("TOKEN=abc\n")
+    os.link(workspace / ".env", tmp_path / "elsewhere")
+    rules = [*ALLOW_ALL, {"action": "read", "resource": ".env", "effect": "deny"}]
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        message = failure(await call(location, "bash", command="echo hi"))
+    assert "'.env' is denied by this Location's rules and has 2 hard links" in message
+    assert "1 of them outside the Location" in message
+
+
+async def test_law_enforced_authority_the_status_is_the_commands_own_inside(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """The subreaper is process 1 of the sandbox; a signal that kills the shell is still told."""
+    async with opened(host, workspace, storage_dir) as location:
+        killed = metadata(await call(location, "bash", command="kill -KILL $$"))
+        code = metadata(await call(location, "bash", command="exit 7"))
+    assert (None, "SIGKILL") == (killed["exit_code"], killed["signal"])
+    assert 7 == code["exit_code"]
+
+
+#: Opens a Location in a user namespace that may create no other: bwrap cannot start.
+WITHOUT_NAMESPACES = textwrap.dedent(
+    """
+    import json, sys, anyio, pegboard
+
+    asked = []
+
+    async def yes(request):
+        asked.append(dict(request.metadata))
+        return "once"
+
+    async def main():
+        seen = {}
+        rules = [{"action": "*", "resource": "*", "effect": "allow"}]
+        for mode in ("auto", "required"):
+            async with pegboard.Host().location(
+                sys.argv[1], plugins=["builtin"], sandbox=mode, permissions=rules,
+                approver=yes, storage=sys.argv[2],
+            ) as location:
+                call = pegboard.ToolCall(
+                    "bash", {"command": "echo ran"}, pegboard.ToolContext("s", "a", "m", "c")
+                )
+                outcome = await location.prepare().execute(call)
+                seen[mode] = {
+                    "kind": location.sandbox.kind,
+                    "reason": location.sandbox.reason,
+                    "failed": outcome.error.message if isinstance(outcome, pegboard.Failed)
+                    else None,
+                }
+        seen["asked"] = asked
+        print(json.dumps(seen))
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_without_user_namespaces_auto_asks_and_required_refuses(
+    workspace: Path, storage_dir: Path, tmp_path: Path
+) -> None:
+    """Where no user namespace can be made, auto asks every command and says why (even
+    under allow-all rules), and required refuses with the reason."""
+    script = tmp_path / "without.py"
+    script.write_text(WITHOUT_NAMESPACES)
+    limit = "echo 0 > /proc/sys/user/max_user_namespaces"
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", f'{limit} && exec "$@"', "sh",
+         sys.executable, str(script), str(workspace), str(storage_dir)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if done.returncode and "unshare" in done.stderr:
+        pytest.skip(f"this machine cannot make a user namespace either: {done.stderr.strip()}")
+    assert 0 == done.returncode, done.stderr
+    seen = json.loads(done.stdout)
+    for mode in ("auto", "required"):
+        assert seen[mode]["kind"] is None
+        assert "bubblewrap cannot confine a command here" in seen[mode]["reason"]
+    assert seen["auto"]["failed"] is None
+    [question] = seen["asked"]
+    assert question["sandbox"].startswith("no sandbox is available here: bubblewrap cannot")
+    assert "the command would run with your full authority" in question["sandbox"]
+    assert seen["required"]["failed"].startswith("the host requires a sandbox for every command")
+    assert "the command was not run" in seen["required"]["failed"]
