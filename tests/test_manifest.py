@@ -262,6 +262,80 @@ async def test_a_broken_manifest_is_reported_and_the_others_load(
     assert "tools[0]: 'description' is a required property" in error.message
 
 
+async def test_a_manifest_cannot_take_a_builtin_tools_name(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """A manifest tool named `bash` would silently replace the built-in: it is refused."""
+    seed(workspace, FILES)
+    (workspace / "tools.toml").write_text(manifest(bash=("shout.py", {"input": TEXT_INPUT})))
+    async with host.location(
+        workspace,
+        plugins=["builtin", "manifest"],
+        trusted=["manifest"],
+        storage=storage_dir,
+        permissions=ALLOW_ALL,
+    ) as location:
+        [error] = location.plugin_errors
+        outcome = await call(location, lambda: pegboard.ToolContext("s", "a", "m", "c"), "bash",
+                             command="echo built-in")  # fmt: skip
+    assert "tool 'bash' has the name of a built-in tool" in error.message
+    assert "built-in\n\n(exit code 0)" == outcome.content[0].text
+
+
+PRINTS_TOO_MUCH = "import sys; sys.stdout.write('x' * (9 * 1024 * 1024))"
+READS_THE_ENVIRONMENT = "import json, os; print(json.dumps(dict(os.environ)))"
+
+
+async def test_output_past_the_cap_is_a_failed_call_not_an_exception(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """A command printing more than 8 MB fails with the documented message."""
+    seed(workspace, {**FILES, "loud.py": PRINTS_TOO_MUCH})
+    (workspace / "tools.toml").write_text(manifest(loud=("loud.py", {})))
+    async with host.location(
+        workspace, plugins=["manifest"], trusted=["manifest"], storage=storage_dir,
+        permissions=ALLOW_ALL,
+    ) as location:  # fmt: skip
+        outcome = await call(location, context, "loud")
+    assert isinstance(outcome, pegboard.Failed)
+    assert "printed more than 8,388,608 bytes and was stopped" in outcome.error.message
+
+
+async def test_law_enforced_authority_a_manifest_command_sees_no_host_secret(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Context,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host's variables stay out of manifest commands; network is asked when declared."""
+    monkeypatch.setenv("PEGBOARD_TEST_SECRET", "do-not-leak")
+    seed(workspace, {**FILES, "env.py": READS_THE_ENVIRONMENT})
+    (workspace / "tools.toml").write_text(
+        manifest(env=("env.py", {}), online=("env.py", {"network": True}))
+    )
+    asked: list[str] = []
+
+    async def approver(request: pegboard.PermissionRequest) -> str | pegboard.Reject:
+        asked.append(request.action)
+        return pegboard.Reject("offline") if request.action == "network" else "once"
+
+    rules = [{"action": "bash", "resource": "*", "effect": "allow"}]
+    async with host.location(
+        workspace, plugins=["manifest"], trusted=["manifest"], storage=storage_dir,
+        permissions=rules, approver=approver,
+    ) as location:  # fmt: skip
+        seen = await call(location, context, "env")
+        refused = await call(location, context, "online")
+    assert isinstance(seen, pegboard.Completed)
+    shown = json.loads(seen.content[0].text)
+    assert "PEGBOARD_TEST_SECRET" not in shown
+    assert "/tmp" == shown["TMPDIR"]
+    assert isinstance(refused, pegboard.Failed)
+    assert "the user rejected network: offline" == refused.error.message
+    assert ["network"] == asked
+
+
 def test_the_kit_checks_a_manifest_as_it_checks_a_python_plugin(tmp_path: Path) -> None:
     """pegboard's conformance kit runs on the manifest plugin with its files."""
     files = {name: textwrap.dedent(text) for name, text in FILES.items() if name != "hangs.py"}
