@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from ._request import Request
     from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
     from ._storage import ManagedStorage
-    from .sandbox import Confinement, Sandbox, SandboxInfo
     from ._tool import (
         Progress,
         Tool,
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
         ToolResponse,
         tool,
     )
+    from .sandbox import Confinement, Sandbox, SandboxInfo
 
 __all__ = (
     "Approver",

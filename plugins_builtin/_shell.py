@@ -302,7 +302,7 @@ class Shell:
                     stdout=writer,
                     stderr=writer,
                     env=confinement.environment,
-                    pass_fds=(status_writer,),
+                    pass_fds=(status_writer, *confinement.pass_fds),
                     start_new_session=True,  # a process group to kill as one
                 )
             except OSError as error:

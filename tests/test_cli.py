@@ -7,10 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from pegboard import sandbox as pegboard_sandbox
 
 PLUGIN = """
     import attrs
@@ -492,3 +496,120 @@ def test_bad_rules_are_usage_errors(
     assert 2 == result.returncode
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# The command line is a host: it chooses the sandbox.
+
+needs_sandbox = pytest.mark.skipif(
+    pegboard_sandbox.detect("required").kind is None,
+    reason="no sandbox confines commands on this machine",
+)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Iterator[Path]:
+    """A folder outside the Location where a confined command can see it.
+
+    The sandbox replaces /tmp with the call's own folder, so a folder under /tmp
+    would be missing rather than read-only; /var/tmp shows the host's own.
+    """
+    shared = Path("/var/tmp")
+    if shared.is_dir() and os.access(shared, os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="pegboard-cli-", dir=shared))
+    else:
+        folder = tmp_path / "outside"
+        folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_sandbox_off_reaches_the_location(environment: dict[str, str], workspace: Path) -> None:
+    """--sandbox off is the host's choice: permissions shows no sandbox and who chose that."""
+    result = pegboard(
+        environment, "permissions", "-l", str(workspace), "--sandbox", "off", "--json"
+    )
+    assert 0 == result.returncode, result.stderr
+    sandbox = json.loads(result.stdout)["sandbox"]
+    assert sandbox["kind"] is None
+    assert "the host turned the sandbox off" in sandbox["reason"]
+    plain = pegboard(environment, "permissions", "-l", str(workspace), "--sandbox", "off")
+    assert plain.stdout.startswith("sandbox: no sandbox: the host turned the sandbox off")
+
+
+@needs_sandbox
+def test_sandbox_auto_is_the_default(environment: dict[str, str], workspace: Path) -> None:
+    """Without --sandbox, commands run in bubblewrap where it works; permissions says so."""
+    result = pegboard(environment, "permissions", "-l", str(workspace), "--json")
+    assert {"kind": "bubblewrap", "reason": None} == json.loads(result.stdout)["sandbox"]
+    plain = pegboard(environment, "permissions", "-l", str(workspace))
+    assert "sandbox: commands run in the bubblewrap sandbox" == plain.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("command", [["permissions"], ["tools"], ["call", "read"], ["serve"]])
+def test_a_missing_writable_folder_is_one_usage_line(
+    environment: dict[str, str], workspace: Path, command: list[str]
+) -> None:
+    """--writable names a folder that must exist: one line naming the option, exit 2."""
+    missing = workspace.parent / "missing"
+    result = pegboard(environment, *command, "-l", str(workspace), "--writable", str(missing))
+    expected = (
+        f"pegboard: error: --writable {missing}: no such folder; "
+        "name an existing folder that commands may write\n"
+    )
+    assert (2, expected) == (result.returncode, result.stderr)
+
+
+def test_an_unknown_sandbox_mode_is_a_usage_error(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """--sandbox takes auto, required or off."""
+    result = pegboard(environment, "tools", "-l", str(workspace), "--sandbox", "maybe")
+    assert 2 == result.returncode
+    assert "argument --sandbox: invalid choice: 'maybe'" in result.stderr
+
+
+@needs_sandbox
+def test_writable_lets_a_confined_command_write_outside(
+    environment: dict[str, str], workspace: Path, outside: Path
+) -> None:
+    """Outside the Location a command writes only in a --writable folder."""
+    touch = ["call", "bash", f"command=touch {outside}/x", "--yes", "-l", str(workspace)]
+    refused = pegboard(environment, *touch)
+    assert 0 == refused.returncode, refused.stderr
+    assert "Read-only file system" in refused.stdout
+    assert not (outside / "x").exists()
+    allowed = pegboard(environment, *touch, "--writable", str(outside))
+    assert 0 == allowed.returncode, allowed.stderr
+    assert "(exit code 0)" in allowed.stdout
+    assert (outside / "x").exists()
+
+
+@needs_sandbox
+def test_sandbox_required_runs_confined_commands(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """--sandbox required runs commands where a sandbox works, and says nothing of it."""
+    result = pegboard(
+        environment, "call", "bash", "command=echo confined", "--yes", "-l", str(workspace),
+        "--sandbox", "required",
+    )  # fmt: skip
+    assert (0, "") == (result.returncode, result.stderr)
+    assert result.stdout.startswith("confined\n")
+
+
+def test_call_says_on_standard_error_when_no_sandbox_confines_it(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """Without a sandbox, call names the reason on standard error; the outcome stays clean."""
+    result = pegboard(
+        environment, "call", "bash", "command=echo plain", "--yes", "-l", str(workspace),
+        "--sandbox", "off", "--json",
+    )  # fmt: skip
+    assert 0 == result.returncode, result.stderr
+    assert (
+        "pegboard: sandbox: no sandbox: the host turned the sandbox off (sandbox='off')\n"
+        == result.stderr
+    )
+    assert "completed" == json.loads(result.stdout)["status"]

@@ -8,6 +8,7 @@ import sys
 
 from ._common import Exit, add_location_options, check_trust, warn
 from ._rules import add_permission_options, host_rules
+from ._sandbox import add_sandbox_options, sandbox_settings, say_unconfined
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
@@ -25,6 +26,7 @@ __all__ = ("add",)
 def add(commands: Any) -> None:
     tools = commands.add_parser("tools", help="the tools a Location advertises")
     add_location_options(tools)
+    add_sandbox_options(tools)
     add_permission_options(tools)
     tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
     tools.set_defaults(run=run)
@@ -39,6 +41,7 @@ def add(commands: Any) -> None:
     call.add_argument("tool", metavar="TOOL")
     call.add_argument("input", nargs="*", metavar="INPUT")
     add_location_options(call)
+    add_sandbox_options(call)
     add_permission_options(call)
     answer = call.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true", help="approve permission requests")
@@ -66,6 +69,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
     )
 
     rules = host_rules(arguments)
+    sandbox = sandbox_settings(arguments)
     storage = RecordingStorage()
     approver = approver_for(
         yes=getattr(arguments, "yes", False), no=getattr(arguments, "no", False)
@@ -78,6 +82,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         storage=storage,
         permissions=rules,
         approver=approver,
+        **sandbox,
     ) as location:
         check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
@@ -85,6 +90,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         request = location.prepare()
         if arguments.command == "tools":
             return _tools(request.definitions, as_json=arguments.json)
+        say_unconfined(location.sandbox)
         raw = parse_input(arguments.input, stdin=sys.stdin)
         context = ToolContext(
             session_id=f"cli-{os.getpid()}", agent="cli", message_id="cli", call_id="cli-1"

@@ -1,10 +1,11 @@
-"""``pegboard permissions``: the "always" approvals saved for a Location, listed and revoked."""
+"""``pegboard permissions``: the sandbox in force and the approvals saved for a Location."""
 
 from __future__ import annotations
 
 import argparse
 
 from ._common import Exit, UsageError, path
+from ._sandbox import add_sandbox_options, sandbox_line, sandbox_settings
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
@@ -20,14 +21,16 @@ __all__ = ("add",)
 def add(commands: Any) -> None:
     permissions = commands.add_parser(
         "permissions",
-        help='the "always" approvals saved for a Location',
-        description='List the "always" approvals saved for a Location, numbered, with the '
-        "request each came from; --revoke forgets some of them.",
+        help='the sandbox and the "always" approvals saved for a Location',
+        description="Say which sandbox confines a Location's commands, and list the "
+        '"always" approvals saved for it, numbered, with the request each came from; '
+        "--revoke forgets some of them.",
     )
     permissions.add_argument(
         "--location", "-l", type=path, default=".", metavar="DIR",
         help="the Location's root directory (default: the current directory)",
     )  # fmt: skip
+    add_sandbox_options(permissions)
     revoke = permissions.add_mutually_exclusive_group()
     revoke.add_argument(
         "--revoke", type=int, action="append", default=[], metavar="N",
@@ -48,8 +51,9 @@ def run(arguments: argparse.Namespace) -> int:
 async def _permissions(arguments: argparse.Namespace) -> int:
     from pegboard import Host
 
-    # No plugin runs: only the Location's permission service is needed.
-    async with Host().location(arguments.location, plugins=[]) as location:
+    sandbox = sandbox_settings(arguments)
+    # No plugin runs: only the Location's permission service and sandbox are needed.
+    async with Host().location(arguments.location, plugins=[], **sandbox) as location:
         service = location.permissions
         approvals = await service.approvals()
         chosen = _chosen(approvals, arguments.revoke, every=arguments.revoke_all)
@@ -59,14 +63,18 @@ async def _permissions(arguments: argparse.Namespace) -> int:
             import json
 
             rows = [_row(number, approval) for number, approval in enumerate(approvals, 1)]
-            print(json.dumps({"approvals": rows, "revoked": [
-                approvals.index(approval) + 1 for approval in chosen
-            ]}, indent=2, ensure_ascii=False))  # fmt: skip
+            info = location.sandbox
+            print(json.dumps({
+                "sandbox": {"kind": info.kind, "reason": info.reason},
+                "approvals": rows,
+                "revoked": [approvals.index(approval) + 1 for approval in chosen],
+            }, indent=2, ensure_ascii=False))  # fmt: skip
             return Exit.COMPLETED
         if chosen:
             for approval in chosen:
                 print(f"revoked: {approval.action} {approval.pattern}")
             return Exit.COMPLETED
+        print(sandbox_line(location.sandbox))
         if not approvals:
             print(f"no saved approvals for {location.root}")
         for number, approval in enumerate(approvals, 1):

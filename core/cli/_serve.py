@@ -16,6 +16,7 @@ from ._common import (
     warn,
 )
 from ._rules import add_permission_options, host_rules
+from ._sandbox import add_sandbox_options, sandbox_settings, say_unconfined
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
@@ -38,6 +39,7 @@ def add(commands: Any) -> None:
         "lets clients answer them. Needs the mcp extra: pip install 'pegboard[mcp]'.",
     )
     add_location_options(serve)
+    add_sandbox_options(serve)
     add_permission_options(serve)
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio",
@@ -83,6 +85,7 @@ def run(arguments: argparse.Namespace) -> int:
             else "not a TCP port"
         )
         raise UsageError(f"--port {arguments.port}: {why}; give a number from 1 to 65535")
+    sandbox = sandbox_settings(arguments)
     if importlib.util.find_spec("mcp") is None:
         raise UsageError("pegboard serve needs the MCP SDK: pip install 'pegboard[mcp]'")
     if arguments.transport == "stdio":
@@ -95,7 +98,7 @@ def run(arguments: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with contextlib.contextmanager(_token)(arguments) as token:
-            return anyio.run(_serve_location, arguments, rules, token)
+            return anyio.run(_serve_location, arguments, rules, sandbox, token)
     except OSError as error:  # a port already in use, say
         if isinstance(error, NotADirectoryError):
             raise
@@ -171,7 +174,7 @@ def _announce(arguments: argparse.Namespace, path: Path) -> None:
 
 
 async def _serve_location(
-    arguments: argparse.Namespace, rules: list[Any], token: str | None
+    arguments: argparse.Namespace, rules: list[Any], sandbox: dict[str, Any], token: str | None
 ) -> int:
     from pegboard import Host
     from pegboard.mcp import ClientApprover, serve
@@ -183,10 +186,12 @@ async def _serve_location(
         trusted=arguments.trust,
         permissions=rules,
         approver=approver,
+        **sandbox,
     ) as location:
         check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
             warn(problem)
+        say_unconfined(location.sandbox)
         try:
             await serve(
                 location,

@@ -7,12 +7,11 @@ Location asks its `Sandbox` (the trusted ``sandbox`` service) for a
 
 from __future__ import annotations
 
-from ._policy import ENVIRONMENT_ALLOWED, Mode, Policy, SandboxInfo, allowed_environment
+from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 from ._service import Confinement, Sandbox, detect
 
 __all__ = (
     "Confinement",
-    "ENVIRONMENT_ALLOWED",
     "Mode",
     "Policy",
     "Sandbox",

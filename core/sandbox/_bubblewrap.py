@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from ._policy import Policy
+from ._seccomp import filter_file
 
-__all__ = ("arguments", "find", "probe")
+__all__ = ("arguments", "find", "probe", "seccomp_descriptor")
 
 #: The paths under ``/tmp`` (replaced by the call's own folder) that the
 #: sandbox itself needs to see: the interpreter and pegboard's own scripts.
@@ -52,12 +55,20 @@ def _blocker() -> Path:
 
 
 def arguments(
-    bwrap: str, policy: Policy, argv: list[str], *, cwd: Path, init: bool = False
+    bwrap: str,
+    policy: Policy,
+    argv: list[str],
+    *,
+    cwd: Path,
+    init: bool = False,
+    seccomp: int | None = None,
 ) -> list[str]:
     """The whole command line that runs ``argv`` in ``cwd`` under ``policy``.
 
     ``argv`` runs in a PID namespace of its own (as its process 1 with
     ``init``): when that first process exits, the kernel kills whatever is left.
+    ``seccomp`` is a descriptor bwrap reads a compiled filter from (inherited
+    by bwrap: pass it in ``pass_fds``).
     """
     args = [
         bwrap,
@@ -92,8 +103,24 @@ def arguments(
             args += ["--perms", "0000", "--tmpfs", str(path), "--remount-ro", str(path)]
         else:
             args += ["--ro-bind", str(_blocker()), str(path)]
+    if seccomp is not None:
+        args += ["--seccomp", str(seccomp)]
     args += ["--chdir", str(cwd), *(["--as-pid-1"] if init else []), "--", *argv]
     return args
+
+
+@contextlib.contextmanager
+def seccomp_descriptor() -> Iterator[int | None]:
+    """A descriptor of the no-Unix-sockets filter for one command, or None on this machine."""
+    path = filter_file()
+    if path is None:
+        yield None
+        return
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
 
 
 def _system() -> tuple[Path, ...]:
@@ -116,19 +143,23 @@ def probe() -> tuple[str | None, str | None]:
         policy = Policy(tmpdir=Path(folder), hidden=(), environment={})
         true = shutil.which("true") or "/bin/true"
         for bwrap in candidates:
-            argv = arguments(bwrap, policy, [true], cwd=Path("/"), init=True)
-            try:
-                done = subprocess.run(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=_PROBE_TIMEOUT,
-                    check=False,
-                    env={},
+            with seccomp_descriptor() as descriptor:
+                argv = arguments(
+                    bwrap, policy, [true], cwd=Path("/"), init=True, seccomp=descriptor
                 )
-            except (OSError, subprocess.TimeoutExpired) as error:
-                failures.append(f"{bwrap}: {error}")
-                continue
+                try:
+                    done = subprocess.run(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=_PROBE_TIMEOUT,
+                        check=False,
+                        env={},
+                        pass_fds=() if descriptor is None else (descriptor,),
+                    )
+                except (OSError, subprocess.TimeoutExpired) as error:
+                    failures.append(f"{bwrap}: {error}")
+                    continue
             if done.returncode == 0:
                 return bwrap, None
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -46,6 +46,12 @@ class Confinement:
     environment: Mapping[str, str]
     tmpdir: Path
     _bwrap: str | None = None
+    _seccomp: int | None = None
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        """Descriptors the started process must inherit (``pass_fds=``): bwrap reads them."""
+        return () if self._seccomp is None else (self._seccomp,)
 
     @property
     def isolates_processes(self) -> bool:
@@ -61,7 +67,9 @@ class Confinement:
         """
         if self._bwrap is None or self.policy is None:
             return argv
-        return _bubblewrap.arguments(self._bwrap, self.policy, argv, cwd=cwd, init=init)
+        return _bubblewrap.arguments(
+            self._bwrap, self.policy, argv, cwd=cwd, init=init, seccomp=self._seccomp
+        )
 
     def leader(self, pid: int) -> int:
         """The process to ask to stop for the command started as ``pid``.
@@ -154,7 +162,12 @@ class Sandbox:
                 tmpdir=tmpdir,
             )
             bwrap, _ = _bubblewrap.probe()
-            yield Confinement(policy, environment, tmpdir, bwrap)
+            if network:
+                yield Confinement(policy, environment, tmpdir, bwrap)
+                return
+            # Without the network, no Unix socket either (see _seccomp.py).
+            with _bubblewrap.seccomp_descriptor() as seccomp:
+                yield Confinement(policy, environment, tmpdir, bwrap, seccomp)
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -55,6 +55,7 @@ async def run_command(
             confinement.command(list(command), cwd=cwd),
             cwd=cwd,
             env=confinement.environment,
+            pass_fds=confinement.pass_fds,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -1,0 +1,65 @@
+"""``--sandbox`` and ``--writable``: the host's choice of sandbox for a Location's commands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ._common import UsageError
+
+# typing is not imported at run time: `pegboard --help` stays cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pegboard import SandboxInfo
+
+__all__ = ("add_sandbox_options", "sandbox_line", "sandbox_settings", "say_unconfined")
+
+#: The modes of `pegboard.Host.location`'s ``sandbox=``, in the order --help shows them.
+MODES = ("auto", "required", "off")
+
+
+def add_sandbox_options(command: argparse.ArgumentParser) -> None:
+    """``--sandbox`` and ``--writable``, for the commands that open a Location."""
+    command.add_argument(
+        "--sandbox", choices=MODES, default="auto",
+        help="run the commands tools start (bash, manifest tools) in an OS sandbox: auto "
+        "(default) where one works, else ask before each command; required: refuse "
+        "commands without one; off: run them unconfined. Only the host (this command line) "
+        "chooses; a Location's pegboard.toml cannot",
+    )  # fmt: skip
+    command.add_argument(
+        "--writable", action="append", default=[], metavar="DIR",
+        help="let sandboxed commands write in DIR, an existing folder outside the Location "
+        "(repeatable)",
+    )  # fmt: skip
+
+
+def sandbox_settings(arguments: argparse.Namespace) -> dict[str, Any]:
+    """``sandbox=`` and ``writable=`` for `pegboard.Host.location`, each folder checked."""
+    writable = []
+    for folder in arguments.writable:
+        # Checked here so that the mistake names the option the user typed.
+        if not os.path.isdir(folder):
+            why = "is not a folder" if os.path.exists(folder) else "no such folder"
+            raise UsageError(
+                f"--writable {folder}: {why}; name an existing folder that commands may write"
+            )
+        writable.append(folder)
+    return {"sandbox": arguments.sandbox, "writable": writable}
+
+
+def sandbox_line(info: SandboxInfo) -> str:
+    """``sandbox: ...``: the sandbox in force, or why there is none."""
+    return f"sandbox: {info.describe()}"
+
+
+def say_unconfined(info: SandboxInfo) -> None:
+    """Tell standard error when commands run without a sandbox; say nothing while one works.
+
+    Standard output stays the command's own, for scripts.
+    """
+    if info.kind is None:
+        print(f"pegboard: {sandbox_line(info)}", file=sys.stderr, flush=True)

@@ -1,0 +1,73 @@
+"""A seccomp filter for confined commands without the network: no Unix socket of their own.
+
+A network namespace cuts IP and abstract sockets, but a socket file on a readable
+path (an ssh agent, a container engine, D-Bus) is reached by ``connect`` with no
+write access: the only kernel rule that holds is to refuse creating the socket.
+``socketpair`` stays allowed (it reaches nothing outside). io_uring is refused too,
+since it creates sockets without the ``socket`` system call.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import struct
+import tempfile
+from pathlib import Path
+
+__all__ = ("filter_file",)
+
+_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
+_ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
+_EPERM = 1
+_AF_UNIX = 1
+#: (audit architecture, socket, io_uring_setup) by machine.
+_MACHINES = {
+    "x86_64": (0xC000003E, 41, 425),
+    "aarch64": (0xC00000B7, 198, 425),
+}
+
+
+def _program(arch: int, socket: int, io_uring: int) -> bytes:
+    def op(code: int, jt: int, jf: int, k: int) -> bytes:
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    refuse = op(_RET, 0, 0, _ERRNO | _EPERM)
+    return b"".join(
+        [
+            op(_LD_W_ABS, 0, 0, 4),  # 0: the architecture
+            op(_JEQ, 1, 0, arch),  # 1: native: go on
+            refuse,  # 2: another ABI (i386, x32 numbering below): nothing at all
+            op(_LD_W_ABS, 0, 0, 0),  # 3: the system call's number
+            op(_JGE, 5, 0, 0x40000000),  # 4: x32 numbers: refuse
+            op(_JEQ, 4, 0, io_uring),  # 5: io_uring_setup: refuse
+            op(_JEQ, 0, 4, socket),  # 6: socket: look at its family, else allow
+            op(_LD_W_ABS, 0, 0, 16),  # 7: args[0], the family (low word)
+            op(_JEQ, 1, 0, _AF_UNIX),  # 8: AF_UNIX: refuse
+            op(_RET, 0, 0, _ALLOW),  # 9
+            refuse,  # 10
+            op(_RET, 0, 0, _ALLOW),  # 11
+        ]
+    )
+
+
+@functools.cache
+def filter_file() -> Path | None:
+    """A file holding the compiled filter for this machine, or None where none is known."""
+    machine = _MACHINES.get(platform.machine())
+    if machine is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="pegboard-seccomp-"))
+    path = folder / "no-unix-sockets.bpf"
+    path.write_bytes(_program(*machine))
+    os.chmod(path, 0o444)
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, folder, True)
+    return path
