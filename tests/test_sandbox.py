@@ -249,3 +249,17 @@ def test_without_user_namespaces_auto_asks_and_required_refuses(
     assert "the command would run with your full authority" in question["sandbox"]
     assert seen["required"]["failed"].startswith("the host requires a sandbox for every command")
     assert "the command was not run" in seen["required"]["failed"]
+
+
+async def test_law_enforced_authority_socketpair_still_works_without_the_network(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """The filter refuses new Unix sockets only: a socketpair (reaching nothing) works."""
+    probe = (
+        f'{sys.executable} -c \'import socket; socket.socketpair(); print("pair"); '
+        "socket.socket(socket.AF_UNIX)'"
+    )
+    async with opened(host, workspace, storage_dir) as location:
+        outcome = await call(location, "bash", command=probe)
+    assert "\npair\n" in f"\n{text(outcome)}"
+    assert "PermissionError: [Errno 1] Operation not permitted" in text(outcome)
