@@ -206,7 +206,17 @@ def table(timer: Timer, pairs: Sequence[tuple[str, str]], heading: str) -> None:
 
 
 async def bench_bash(location: pegboard.Location, scratch: Path, size: int, rounds: int) -> None:
-    source = scratch / "output.txt"
+    # Inside the Location: the sandbox gives each command a /tmp of its own.
+    source = location.root / ".bench-bash-output.txt"
+    try:
+        await _bench_bash(location, source, scratch, size, rounds)
+    finally:
+        source.unlink(missing_ok=True)
+
+
+async def _bench_bash(
+    location: pegboard.Location, source: Path, scratch: Path, size: int, rounds: int
+) -> None:
     await anyio.to_thread.run_sync(write_lines, source, size)
     # Flushed first, so no contender pays for writing the source back to disk.
     await anyio.to_thread.run_sync(os.sync)
