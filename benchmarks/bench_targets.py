@@ -60,6 +60,7 @@ PARTS = (
         full=("--rounds", "9"),
     ),
     Part("startup", "bench_startup.py"),
+    Part("sandbox", "bench_sandbox.py"),
 )
 
 

@@ -13,10 +13,26 @@ from typing import Any
 
 import pytest
 
+from pegboard.sandbox import detect
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 #: Every script in benchmarks/, found by listing the folder: none can rot unrun.
 SCRIPTS = sorted(path.name for path in BENCHMARKS.glob("bench_*.py"))
+
+#: bench_sandbox.py times bubblewrap: where none works it exits 1, saying why.
+WITHOUT_SANDBOX = detect("required").reason
+needs_sandbox = pytest.mark.skipif(
+    WITHOUT_SANDBOX is not None, reason=f"no sandbox here: {WITHOUT_SANDBOX}"
+)
+
+
+def with_marks(scripts: list[str]) -> list[Any]:
+    return [
+        pytest.param(script, marks=needs_sandbox) if script == "bench_sandbox.py" else script
+        for script in scripts
+    ]
+
 
 #: Extra arguments a script needs for a brief run. bench_targets.py runs the
 #: others again: here one cheap part; test_bench_targets_quick_run_* runs them all.
@@ -34,6 +50,7 @@ TARGET_RUNS = {
     "bench_storage.py": [],
     "bench_startup.py": [],
     "bench_builtin.py": ["--only", "read", "--rounds", "1"],
+    "bench_sandbox.py": [],
 }
 
 #: The keys of each target in a script's --json output.
@@ -54,6 +71,7 @@ LIMITS = {
     "read of a page at 90%": 1.5,
     "`pegboard --help` / `python -c pass`": 3.0,
     "`pegboard tools` / `python -c pass`": 6.0,
+    "bash `true`, sandbox='required' / sandbox='off'": 2.0,
 }
 
 
@@ -100,7 +118,7 @@ def test_every_benchmark_is_listed() -> None:
     assert set(TARGET_RUNS) <= set(SCRIPTS)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", with_marks(SCRIPTS))
 def test_benchmark_runs_in_quick_mode(script: str) -> None:
     """A quick run exits cleanly and prints its report under Markdown headings."""
     result = run(script, "--quick", *ARGUMENTS.get(script, []))
@@ -108,7 +126,7 @@ def test_benchmark_runs_in_quick_mode(script: str) -> None:
     assert "## " in result.stdout
 
 
-@pytest.mark.parametrize("script", sorted(TARGET_RUNS))
+@pytest.mark.parametrize("script", with_marks(sorted(TARGET_RUNS)))
 def test_benchmark_writes_its_targets_as_json(script: str, tmp_path: Path) -> None:
     """--json writes a non-empty list of targets, each with every key, and quotes the command."""
     path = tmp_path / "targets.json"
@@ -121,11 +139,12 @@ def test_benchmark_writes_its_targets_as_json(script: str, tmp_path: Path) -> No
 
 
 @pytest.mark.timeout(600)
+@needs_sandbox
 def test_bench_targets_quick_run_has_a_row_per_target(tmp_path: Path) -> None:
     """The whole quick run: each part's JSON parses and each of its targets is a table row."""
     result = run("bench_targets.py", "--quick", "--keep", str(tmp_path))
     assert 0 == result.returncode, result.stderr
-    names = ("calls", "construction", "scale", "bounding", "storage", "read", "startup")
+    names = ("calls", "construction", "scale", "bounding", "storage", "read", "startup", "sandbox")
     rows = [row for name in names for row in check_targets(tmp_path / f"{name}.json")]
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     for row in rows:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 import textwrap
@@ -494,7 +495,10 @@ async def test_a_stdio_client_that_goes_away_stops_its_calls(
         "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"},
     }
-    arguments = {"command": "sleep 60 & echo $! > sleeper.pid; wait"}
+    # The sleeper is found from here by its command line: in the sandbox's PID
+    # namespace the `$!` it could write is not a host process ID.
+    marker = f"60.{os.getpid()}{secrets.randbelow(10**6):06d}"
+    arguments = {"command": f"sleep {marker} & echo started > sleeper.pid; wait"}
     for message in (
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -508,18 +512,27 @@ async def test_a_stdio_client_that_goes_away_stops_its_calls(
             # Written by the server's bash: nothing to wait on but the file.
             for _ in iter(lambda: recorded.exists() and bool(recorded.read_text().strip()), True):
                 await anyio.sleep(0.05)
-        pid = int(recorded.read_text())
+        assert _with_marker(marker), "the sleeper is seen running from the host"
         await server.stdin.aclose()  # the client goes away
         with anyio.fail_after(10):
             returncode = await server.wait()
-            while True:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
+            while _with_marker(marker):  # noqa: ASYNC110 - polling other processes
                 await anyio.sleep(0.05)
     finally:
         if server.returncode is None:
             server.kill()
             await server.wait()
     assert 0 == returncode
+
+
+def _with_marker(marker: str) -> list[str]:
+    """The host processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(entry.name)
+            except OSError:
+                continue  # ended meanwhile
+    return found

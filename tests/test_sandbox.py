@@ -185,8 +185,8 @@ async def test_law_enforced_authority_the_status_is_the_commands_own_inside(
     assert 7 == code["exit_code"]
 
 
-#: Opens a Location in a user namespace that may create no other: bwrap cannot start.
-WITHOUT_NAMESPACES = textwrap.dedent(
+#: Opens a Location and runs one command under "auto" and under "required".
+WITHOUT_A_SANDBOX = textwrap.dedent(
     """
     import json, sys, anyio, pegboard
 
@@ -221,28 +221,83 @@ WITHOUT_NAMESPACES = textwrap.dedent(
     """
 )
 
+#: Runs a program with Landlock's system calls answering ENOSYS, as on a kernel without it.
+WITHOUT_LANDLOCK = textwrap.dedent(
+    """
+    import ctypes, os, struct, sys
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
-def test_without_user_namespaces_auto_asks_and_required_refuses(
+    def op(code, jt, jf, k):
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    program = b"".join([
+        op(0x20, 0, 0, 0),  # the system call's number
+        op(0x35, 0, 2, 444),  # below landlock_create_ruleset: allow
+        op(0x35, 1, 0, 447),  # past landlock_restrict_self: allow
+        op(0x06, 0, 0, 0x00050000 | 38),  # ENOSYS
+        op(0x06, 0, 0, 0x7FFF0000),
+    ])
+    libc = ctypes.CDLL(None, use_errno=True)
+    filters = ctypes.create_string_buffer(program, len(program))
+    header = ctypes.create_string_buffer(
+        struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(filters)), 16
+    )
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
+    assert libc.prctl(22, 2, header, 0, 0) == 0, ctypes.get_errno()
+    os.execv(sys.argv[1], sys.argv[1:])
+    """
+)
+LIMIT = "echo 0 > /proc/sys/user/max_user_namespaces"
+needs_unshare = pytest.mark.skipif(
+    shutil.which("unshare") is None, reason="needs util-linux's unshare"
+)
+
+
+def without_user_namespaces(*command: str, **options: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a user namespace that can make no other: bwrap cannot start."""
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", f'{LIMIT} && exec "$@"', "sh",
+         *command],
+        capture_output=True, text=True, timeout=300, check=False, **options,
+    )  # fmt: skip
+    if done.returncode and "unshare:" in done.stderr:
+        pytest.skip(f"this machine cannot make a user namespace either: {done.stderr.strip()}")
+    return done
+
+
+@needs_unshare
+def test_law_enforced_authority_without_user_namespaces_landlock_holds_every_attack() -> None:
+    """Where bwrap cannot make a namespace, Landlock confines commands, and the whole
+    hostile corpus (tests/test_sandbox_attacks.py) holds against it."""
+    root = Path(__file__).resolve().parent.parent
+    done = without_user_namespaces(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        str(root / "tests" / "test_sandbox_attacks.py"),
+        cwd=root, env={**os.environ, "PEGBOARD_TEST_SANDBOX": "landlock"},
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout
+    assert "skipped" not in done.stdout.splitlines()[-1]
+
+
+@needs_unshare
+def test_without_any_sandbox_auto_asks_and_required_refuses(
     workspace: Path, storage_dir: Path, tmp_path: Path
 ) -> None:
-    """Where no user namespace can be made, auto asks every command and says why (even
-    under allow-all rules), and required refuses with the reason."""
-    script = tmp_path / "without.py"
-    script.write_text(WITHOUT_NAMESPACES)
-    limit = "echo 0 > /proc/sys/user/max_user_namespaces"
-    done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "sh", "-c", f'{limit} && exec "$@"', "sh",
-         sys.executable, str(script), str(workspace), str(storage_dir)],
-        capture_output=True, text=True, timeout=120, check=False,
+    """With no user namespace and no Landlock, auto asks every command and says why
+    (even under allow-all rules), and required refuses with the reason."""
+    script, launcher = tmp_path / "without.py", tmp_path / "no_landlock.py"
+    script.write_text(WITHOUT_A_SANDBOX)
+    launcher.write_text(WITHOUT_LANDLOCK)
+    done = without_user_namespaces(
+        sys.executable, str(launcher), sys.executable, str(script), str(workspace),
+        str(storage_dir),
     )  # fmt: skip
-    if done.returncode and "unshare" in done.stderr:
-        pytest.skip(f"this machine cannot make a user namespace either: {done.stderr.strip()}")
     assert 0 == done.returncode, done.stderr
     seen = json.loads(done.stdout)
     for mode in ("auto", "required"):
         assert seen[mode]["kind"] is None
         assert "bubblewrap cannot confine a command here" in seen[mode]["reason"]
+        assert "the kernel offers no Landlock" in seen[mode]["reason"]
     assert seen["auto"]["failed"] is None
     [question] = seen["asked"]
     assert question["sandbox"].startswith("no sandbox is available here: bubblewrap cannot")

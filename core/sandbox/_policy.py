@@ -61,7 +61,7 @@ class Policy:
 
     Everything is readable except ``hidden`` (when ``readable`` is None), or only
     ``readable`` and the system's programs and libraries. Writes land only in
-    ``writable`` and ``tmpdir`` (seen inside as ``/tmp``), never in ``read_only``
+    ``writable`` and ``tmpdir`` (seen inside as ``/tmp`` under bubblewrap), never in ``read_only``
     or ``hidden`` paths within them. The network is reachable only with
     ``network``; the environment is exactly ``environment``.
     """

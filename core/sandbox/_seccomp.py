@@ -16,7 +16,7 @@ import struct
 import tempfile
 from pathlib import Path
 
-__all__ = ("filter_file",)
+__all__ = ("filter_file", "program")
 
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
@@ -33,7 +33,16 @@ _MACHINES = {
 }
 
 
-def _program(arch: int, socket: int, io_uring: int) -> bytes:
+def program(*, every_family: bool = False) -> bytes | None:
+    """The filter for this machine (None where none is known): no Unix socket, or with
+    ``every_family`` no socket at all (where no network namespace cuts the rest)."""
+    machine = _MACHINES.get(platform.machine())
+    if machine is None:
+        return None
+    return _program(*machine, every_family=every_family)
+
+
+def _program(arch: int, socket: int, io_uring: int, *, every_family: bool) -> bytes:
     def op(code: int, jt: int, jf: int, k: int) -> bytes:
         return struct.pack("=HBBI", code, jt, jf, k)
 
@@ -48,7 +57,8 @@ def _program(arch: int, socket: int, io_uring: int) -> bytes:
             op(_JEQ, 4, 0, io_uring),  # 5: io_uring_setup: refuse
             op(_JEQ, 0, 4, socket),  # 6: socket: look at its family, else allow
             op(_LD_W_ABS, 0, 0, 16),  # 7: args[0], the family (low word)
-            op(_JEQ, 1, 0, _AF_UNIX),  # 8: AF_UNIX: refuse
+            # 8: AF_UNIX (or, with every_family, any family): refuse
+            op(_JEQ, 1, 0, _AF_UNIX) if not every_family else op(_JGE, 1, 0, 0),
             op(_RET, 0, 0, _ALLOW),  # 9
             refuse,  # 10
             op(_RET, 0, 0, _ALLOW),  # 11
@@ -59,12 +69,12 @@ def _program(arch: int, socket: int, io_uring: int) -> bytes:
 @functools.cache
 def filter_file() -> Path | None:
     """A file holding the compiled filter for this machine, or None where none is known."""
-    machine = _MACHINES.get(platform.machine())
-    if machine is None:
+    compiled = program()
+    if compiled is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="pegboard-seccomp-"))
     path = folder / "no-unix-sockets.bpf"
-    path.write_bytes(_program(*machine))
+    path.write_bytes(compiled)
     os.chmod(path, 0o444)
     import atexit
     import shutil

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from . import _bubblewrap
+from . import _bubblewrap, _landlock
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
 __all__ = ("Confinement", "Sandbox", "detect")
@@ -31,7 +31,15 @@ def detect(mode: Mode) -> SandboxInfo:
     bwrap, reason = _bubblewrap.probe()
     if bwrap is not None:
         return SandboxInfo(kind="bubblewrap")
-    return SandboxInfo(kind=None, reason=reason)
+    version = _landlock.abi()
+    if version >= _landlock.MINIMUM_ABI:
+        return SandboxInfo(kind="landlock")
+    landlock = (
+        f"Landlock ABI {version} is older than {_landlock.MINIMUM_ABI}"
+        if version
+        else "the kernel offers no Landlock"
+    )
+    return SandboxInfo(kind=None, reason=f"{reason}; {landlock}")
 
 
 @attrs.frozen
@@ -47,6 +55,7 @@ class Confinement:
     tmpdir: Path
     _bwrap: str | None = None
     _seccomp: int | None = None
+    _landlock: int = 0
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -65,8 +74,11 @@ class Confinement:
         subreaper that reaps and stops what the command leaves); otherwise a
         minimal init runs it and ends the namespace when it exits.
         """
-        if self._bwrap is None or self.policy is None:
+        if self.policy is None:
             return argv
+        if self._bwrap is None:
+            rules = self.tmpdir.with_name(self.tmpdir.name + ".landlock.json")
+            return _landlock.arguments(self.policy, argv, version=self._landlock, rules_file=rules)
         return _bubblewrap.arguments(
             self._bwrap, self.policy, argv, cwd=cwd, init=init, seccomp=self._seccomp
         )
@@ -144,8 +156,9 @@ class Sandbox:
         paths and the system's are readable.
         """
         tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-call-"))
+        rules = tmpdir.with_name(tmpdir.name + ".landlock.json")
         try:
-            inside = "/tmp" if self.confines else str(tmpdir)
+            inside = "/tmp" if self.info.kind == "bubblewrap" else str(tmpdir)
             environment = allowed_environment(os.environ, {"TMPDIR": inside, **self.environment})
             if not self.confines:
                 yield Confinement(None, environment, tmpdir)
@@ -161,6 +174,9 @@ class Sandbox:
                 environment=environment,
                 tmpdir=tmpdir,
             )
+            if self.info.kind == "landlock":
+                yield Confinement(policy, environment, tmpdir, landlock=_landlock.abi())
+                return
             bwrap, _ = _bubblewrap.probe()
             if network:
                 yield Confinement(policy, environment, tmpdir, bwrap)
@@ -170,6 +186,7 @@ class Sandbox:
                 yield Confinement(policy, environment, tmpdir, bwrap, seccomp)
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
+            rules.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.mode}: {self.info.describe()}>"
