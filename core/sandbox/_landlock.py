@@ -103,9 +103,7 @@ def arguments(policy: Policy, argv: list[str], *, version: int, rules_file: Path
         "abi": version,
         "handled_fs": _READ | write,
         "handled_net": 0 if network or version < 4 else _BIND_TCP | _CONNECT_TCP,
-        "scoped": 0
-        if version < 6
-        else _SCOPE_SIGNAL | (0 if network else _SCOPE_ABSTRACT_UNIX),
+        "scoped": 0 if version < 6 else _SCOPE_SIGNAL | (0 if network else _SCOPE_ABSTRACT_UNIX),
         # Without the network no socket at all: Landlock rules cover TCP only.
         "seccomp": "" if network else (program(every_family=True) or b"").hex(),
         "rules": rules,

@@ -34,9 +34,7 @@ def main(arguments: list[str]) -> None:
     command = arguments[1:]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
-    attributes = struct.pack(
-        "=QQQ", policy["handled_fs"], policy["handled_net"], policy["scoped"]
-    )
+    attributes = struct.pack("=QQQ", policy["handled_fs"], policy["handled_net"], policy["scoped"])
     size = 24 if policy["abi"] >= 6 else 16
     buffer = ctypes.create_string_buffer(attributes[:size], size)
     ruleset = libc.syscall(_CREATE, buffer, ctypes.c_size_t(size), 0)
