@@ -33,30 +33,47 @@ def masks(filesystem: pegboard.Filesystem, permissions: pegboard.Permissions) ->
     reads, edits = may_deny(permissions, "read"), may_deny(permissions, "edit")
     if not (reads or edits):
         return Masks()
-    walk = _Walk(filesystem.root, permissions, reads=reads, edits=edits)
-    walk.folder(filesystem.root, "")
+    walk = _Walk(str(filesystem.root), permissions, reads=reads, edits=edits)
+    walk.folder(str(filesystem.root), "", fixed=False)
     walk.absolute()
     return walk.result()
 
 
+def _deny_rules(permissions: pegboard.Permissions, action: str) -> list[pegboard.PermissionRule]:
+    rules = getattr(permissions, "rules", None)
+    if rules is None:  # rules that cannot be read: every path is judged by the service
+        return [pegboard.PermissionRule(action, "*", "deny")]
+    return [rule for rule in rules if rule.effect == "deny" and rule.matches(action, rule.resource)]
+
+
 class _Walk:
+    """One pass over the Location: names and types from the directory alone, no stat."""
+
     def __init__(
-        self, root: Path, permissions: pegboard.Permissions, *, reads: bool, edits: bool
+        self, root: str, permissions: pegboard.Permissions, *, reads: bool, edits: bool
     ) -> None:
         self.root = root
         self.permissions = permissions
-        self.reads, self.edits = reads, edits
+        # Only a deny rule can make a path denied: paths none of them matches are
+        # settled without the full (last-match-wins) evaluation.
+        self.deny = {
+            action: _deny_rules(permissions, action) if wanted else []
+            for action, wanted in (("read", reads), ("edit", edits))
+        }
         self.hidden_folders = set(pruned_folders(permissions, "read")) if reads else set()
         self.fixed_folders = set(pruned_folders(permissions, "edit")) if edits else set()
-        self.hidden: dict[Path, os.stat_result] = {}
-        self.read_only: dict[Path, os.stat_result] = {}
-        #: Every name of each file with more than one link, by (device, inode).
-        self.links: dict[tuple[int, int], list[Path]] = {}
+        self.hidden: list[str] = []
+        self.read_only: list[str] = []
+        #: Inode numbers of every regular file seen, for denied files' other names.
+        self.inodes: dict[int, list[str]] = {}
 
     def denied(self, action: str, shown: str) -> bool:
+        rules = self.deny[action]
+        if not any(rule.matches(action, shown) for rule in rules):
+            return False
         return self.permissions.evaluate(action, shown) == "deny"
 
-    def folder(self, path: Path, shown: str, *, fixed: bool = False) -> None:
+    def folder(self, path: str, shown: str, *, fixed: bool) -> None:
         try:
             entries = list(os.scandir(path))
         except OSError:
@@ -64,72 +81,77 @@ class _Walk:
         for entry in entries:
             name = f"{shown}/{entry.name}" if shown else entry.name
             try:
-                info = entry.stat(follow_symlinks=False)
+                is_folder = entry.is_dir(follow_symlinks=False)
+                is_file = not is_folder and entry.is_file(follow_symlinks=False)
             except OSError:
                 continue
-            target = Path(entry.path)
-            is_folder = stat.S_ISDIR(info.st_mode)
-            if self.reads and (
-                self.denied("read", name) or (is_folder and name in self.hidden_folders)
+            if is_file:
+                self.inodes.setdefault(entry.inode(), []).append(entry.path)
+            if self.deny["read"] and (
+                (is_folder and name in self.hidden_folders) or self.denied("read", name)
             ):
-                self.hidden[target] = info
+                self.hidden.append(entry.path)
                 continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-                self.links.setdefault((info.st_dev, info.st_ino), []).append(target)
             inside_fixed = fixed
             if (
-                self.edits
+                self.deny["edit"]
                 and not fixed
-                and (self.denied("edit", name) or (is_folder and name in self.fixed_folders))
+                and ((is_folder and name in self.fixed_folders) or self.denied("edit", name))
             ):
-                self.read_only[target] = info
+                self.read_only.append(entry.path)
                 inside_fixed = True
             if is_folder:
-                self.folder(target, name, fixed=inside_fixed)
+                self.folder(entry.path, name, fixed=inside_fixed)
 
     def absolute(self) -> None:
         """Deny rules that name absolute paths outside the Location (``/etc/shadow``)."""
-        for rule in getattr(self.permissions, "rules", ()):
-            resource = rule.resource.removesuffix("/*")
-            if rule.effect != "deny" or not resource.startswith("/") or "*" in resource:
-                continue
-            if "?" in resource or Path(resource).is_relative_to(self.root):
-                continue
-            path = Path(resource)
-            try:
-                info = path.lstat()
-            except OSError:
-                continue
-            if self.reads and rule.matches("read", rule.resource):
-                self.hidden.setdefault(path, info)
-            elif self.edits and rule.matches("edit", rule.resource):
-                self.read_only.setdefault(path, info)
+        for action, chosen in (("read", self.hidden), ("edit", self.read_only)):
+            for rule in self.deny[action]:
+                resource = rule.resource.removesuffix("/*")
+                if not resource.startswith("/") or "*" in resource or "?" in resource:
+                    continue
+                if resource == self.root or resource.startswith(self.root + "/"):
+                    continue
+                if os.path.lexists(resource) and resource not in chosen:
+                    chosen.append(resource)
 
     def result(self) -> Masks:
-        for chosen in (self.hidden, self.read_only):
-            for path, info in list(chosen.items()):
-                if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+        hidden = self.linked(self.hidden)
+        read_only = [path for path in self.linked(self.read_only) if path not in set(hidden)]
+        return Masks(tuple(map(Path, hidden)), tuple(map(Path, read_only)))
+
+    def linked(self, chosen: list[str]) -> list[str]:
+        """``chosen`` and every other name of its files with more than one link."""
+        found = dict.fromkeys(chosen)
+        for path in chosen:
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+                continue
+            names = [path]
+            for other in self.inodes.get(info.st_ino, []):
+                try:
+                    same = os.lstat(other)
+                except OSError:
                     continue
-                names = self.links.get((info.st_dev, info.st_ino), [])
-                names = [*dict.fromkeys([path, *names])]
-                if len(names) < info.st_nlink:
-                    shown = _shown(self.root, path)
-                    raise pegboard.ToolFailure(
-                        f"{shown!r} is denied by this Location's rules and has "
-                        f"{info.st_nlink} hard links, {info.st_nlink - len(names)} of them "
-                        "outside the Location where the sandbox cannot mask them; the command "
-                        "was not run. Remove the other links (find / -samefile "
-                        f"{shown}) or ask the host to change the rule"
-                    )
-                for name in names:
-                    chosen.setdefault(name, info)
-        hidden = tuple(self.hidden)
-        read_only = tuple(path for path in self.read_only if path not in self.hidden)
-        return Masks(hidden, read_only)
+                if (same.st_dev, same.st_ino) == (info.st_dev, info.st_ino) and other != path:
+                    names.append(other)
+            if len(names) < info.st_nlink:
+                shown = _shown(self.root, path)
+                raise pegboard.ToolFailure(
+                    f"{shown!r} is denied by this Location's rules and has "
+                    f"{info.st_nlink} hard links, {info.st_nlink - len(names)} of them "
+                    "outside the Location where the sandbox cannot mask them; the command "
+                    "was not run. Remove the other links (find / -samefile "
+                    f"{shown}) or ask the host to change the rule"
+                )
+            found.update(dict.fromkeys(names))
+        return list(found)
 
 
-def _shown(root: Path, path: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
+def _shown(root: str, path: str) -> str:
+    if path.startswith(root + "/"):
+        return path[len(root) + 1 :]
+    return path

@@ -25,7 +25,7 @@ import pegboard
 from ._arity import approval_pattern, escape
 from ._capture import Capture
 from ._commands import Analysis, analyse, visible
-from ._confine import masks
+from ._confine import Masks, masks
 from ._paths import failure, resolve
 
 __all__ = ("BashInput", "Limits", "Shell")
@@ -176,7 +176,12 @@ class Shell:
                     metadata={"command": visible(command), "workdir": shown},
                 )
             )
-        found = await anyio.to_thread.run_sync(masks, self._filesystem, self._permissions)
+        # The masks matter only where something enforces them.
+        found = (
+            await anyio.to_thread.run_sync(masks, self._filesystem, self._permissions)
+            if self._sandbox.confines
+            else Masks()
+        )
         capture = Capture(
             self._spool_dir,
             head_bytes=self._limits.head_bytes,
