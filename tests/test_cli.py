@@ -590,12 +590,14 @@ def test_writable_lets_a_confined_command_write_outside(
 def test_sandbox_required_runs_confined_commands(
     environment: dict[str, str], workspace: Path
 ) -> None:
-    """--sandbox required runs commands where a sandbox works, and says nothing of it."""
+    """--sandbox required runs commands where a sandbox works; standard error says which."""
     result = pegboard(
         environment, "call", "bash", "command=echo confined", "--yes", "-l", str(workspace),
         "--sandbox", "required",
     )  # fmt: skip
-    assert (0, "") == (result.returncode, result.stderr)
+    kind = pegboard_sandbox.detect("required").kind
+    expected = f"pegboard: sandbox: commands run in the {kind} sandbox\n"
+    assert (0, expected) == (result.returncode, result.stderr)
     assert result.stdout.startswith("confined\n")
 
 

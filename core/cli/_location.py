@@ -8,7 +8,7 @@ import sys
 
 from ._common import Exit, add_location_options, check_trust, warn
 from ._rules import add_permission_options, host_rules
-from ._sandbox import add_sandbox_options, sandbox_settings, say_unconfined
+from ._sandbox import add_sandbox_options, sandbox_settings, say_sandbox
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
@@ -90,7 +90,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         request = location.prepare()
         if arguments.command == "tools":
             return _tools(request.definitions, as_json=arguments.json)
-        say_unconfined(location.sandbox)
+        say_sandbox(location.sandbox)
         raw = parse_input(arguments.input, stdin=sys.stdin)
         context = ToolContext(
             session_id=f"cli-{os.getpid()}", agent="cli", message_id="cli", call_id="cli-1"

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from pegboard import SandboxInfo
 
-__all__ = ("add_sandbox_options", "sandbox_line", "sandbox_settings", "say_unconfined")
+__all__ = ("add_sandbox_options", "sandbox_line", "sandbox_settings", "say_sandbox")
 
 #: The modes of `pegboard.Host.location`'s ``sandbox=``, in the order --help shows them.
 MODES = ("auto", "required", "off")
@@ -56,10 +56,9 @@ def sandbox_line(info: SandboxInfo) -> str:
     return f"sandbox: {info.describe()}"
 
 
-def say_unconfined(info: SandboxInfo) -> None:
-    """Tell standard error when commands run without a sandbox; say nothing while one works.
-
-    Standard output stays the command's own, for scripts.
+def say_sandbox(info: SandboxInfo, *, always: bool = True) -> None:
+    """Tell standard error which sandbox confines the commands (``always``), or only that
+    none does. Standard output stays the command's own, for scripts and protocols.
     """
-    if info.kind is None:
+    if always or info.kind is None:
         print(f"pegboard: {sandbox_line(info)}", file=sys.stderr, flush=True)

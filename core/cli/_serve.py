@@ -16,7 +16,7 @@ from ._common import (
     warn,
 )
 from ._rules import add_permission_options, host_rules
-from ._sandbox import add_sandbox_options, sandbox_settings, say_unconfined
+from ._sandbox import add_sandbox_options, sandbox_settings, say_sandbox
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
@@ -191,7 +191,7 @@ async def _serve_location(
         check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
             warn(problem)
-        say_unconfined(location.sandbox)
+        say_sandbox(location.sandbox, always=False)
         try:
             await serve(
                 location,
