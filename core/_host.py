@@ -140,16 +140,16 @@ class Host:
         if not isinstance(storage, ManagedStorage):
             storage = ManagedStorage(storage)
         # Each Location keeps, sees and prunes only its own area of the storage.
+        areas = storage.directory
         storage = storage.for_location(resolved)
         await storage.prune()
         # The config's own rules come after the host's: they narrow, never widen.
         ordered = location_rules(
             permission_rules(list(permissions), source="permissions="), config.permissions
         )
+        approvals = default_approvals_file(resolved)
         try:
-            rules = Permissions(
-                ordered, approver=approver, approvals_file=default_approvals_file(resolved)
-            )
+            rules = Permissions(ordered, approver=approver, approvals_file=approvals)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"permissions=: {error}") from None
         try:
@@ -161,6 +161,10 @@ class Host:
                     writable=writable,
                     environment=environment,
                     visible=[storage.directory],
+                    # A command may not save approvals for itself, nor read or plant
+                    # another Location's retained output.
+                    data=[approvals.parent],
+                    areas=areas,
                 )
             )
         except ValueError as error:

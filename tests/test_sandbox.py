@@ -20,6 +20,8 @@ import pegboard
 pytestmark = pytest.mark.anyio
 
 ALLOW_ALL = [{"action": "*", "resource": "*", "effect": "allow"}]
+#: How a confined write is refused: a read-only mount (bubblewrap), or Landlock.
+REFUSED = ("Read-only file system", "Permission denied")
 
 
 async def yes(request: pegboard.PermissionRequest) -> str:
@@ -318,3 +320,44 @@ async def test_law_enforced_authority_socketpair_still_works_without_the_network
         outcome = await call(location, "bash", command=probe)
     assert "\npair\n" in f"\n{text(outcome)}"
     assert "PermissionError: [Errno 1] Operation not permitted" in text(outcome)
+
+
+async def test_law_enforced_authority_other_locations_retained_output_is_out_of_reach(
+    host: pegboard.Host, tmp_path: Path
+) -> None:
+    """A command reads its own Location's retained output, not another's, and writes neither."""
+    storage, mine, theirs = tmp_path / "storage", tmp_path / "mine", tmp_path / "theirs"
+    mine.mkdir()
+    theirs.mkdir()
+    async with opened(host, theirs, storage) as other:
+        elsewhere = await other.storage.save(b"another Location's output")
+    async with opened(host, mine, storage) as location:
+        own = await location.storage.save(b"this Location's output")
+        outcome = await call(
+            location, "bash", command=f"cat {own}; cat {elsewhere}; echo x >> {own}"
+        )
+    shown = text(outcome)
+    assert "this Location's output" in shown
+    assert "another Location's output" not in shown
+    assert any(f"{own}: {refused}" in shown for refused in REFUSED), shown
+    assert b"this Location's output" == own.read_bytes()
+
+
+async def test_law_host_authority_a_command_cannot_save_approvals_for_itself(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even where pegboard's data folder lies inside the Location (a Location at $HOME),
+    the saved approvals stay read-only to commands: none can approve itself."""
+    data = workspace / ".local" / "share"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    from pegboard._permissions import default_approvals_file
+
+    target = default_approvals_file(workspace)
+    forged = json.dumps({"approvals": [{"action": "bash", "pattern": "*"}]})
+    async with opened(host, workspace, storage_dir) as location:
+        outcome = await call(
+            location, "bash", command=f"mkdir -p {target.parent}; echo '{forged}' > {target}"
+        )
+        saved = await location.permissions.approvals()
+    assert any(f"{target}: {refused}" in text(outcome) for refused in REFUSED)
+    assert () == saved

@@ -98,11 +98,20 @@ def arguments(
         args += ["--bind", str(path), str(path)]
     for path in policy.read_only:
         args += ["--ro-bind", str(path), str(path)]
+    later = []
     for path in policy.hidden:
-        if path.is_dir():
-            args += ["--perms", "0000", "--tmpfs", str(path), "--remount-ro", str(path)]
-        else:
+        if not path.is_dir():
             args += ["--ro-bind", str(_blocker()), str(path)]
+        elif any(shown.is_relative_to(path) for shown in policy.reveal):
+            # Crossed to reach what is shown again, never listed; read-only after.
+            args += ["--perms", "0711", "--tmpfs", str(path)]
+            later.append(path)
+        else:
+            args += ["--perms", "0000", "--tmpfs", str(path), "--remount-ro", str(path)]
+    for path in policy.reveal:
+        args += ["--ro-bind-try", str(path), str(path)]
+    for path in later:
+        args += ["--remount-ro", str(path)]
     if seccomp is not None:
         args += ["--seccomp", str(seccomp)]
     args += ["--chdir", str(cwd), *(["--as-pid-1"] if init else []), "--", *argv]

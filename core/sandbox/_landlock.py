@@ -97,6 +97,7 @@ def arguments(policy: Policy, argv: list[str], *, version: int, rules_file: Path
         rules += [(name, _READ) for name in ("/usr", "/bin", "/lib", "/lib64", "/etc")]
     for root in (*policy.writable, policy.tmpdir):
         rules += _decompose(root, masked, write | _READ)
+    rules += [(str(path), _READ) for path in policy.reveal]
     rules += [(device, _READ_FILE | _WRITE_FILE) for device in _DEVICES]
     network = policy.network
     data = {

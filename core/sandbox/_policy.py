@@ -72,6 +72,9 @@ class Policy:
     #: Host paths to show read-only even where the sandbox replaces what holds
     #: them (``/tmp``): the Location's managed storage, the interpreter.
     visible: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    #: Host paths shown again, read-only, after ``hidden`` (a Location's own area of
+    #: the managed storage whose other areas are hidden).
+    reveal: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     readable: tuple[Path, ...] | None = None
     network: bool = False
     environment: Mapping[str, str] = attrs.field(factory=dict)

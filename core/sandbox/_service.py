@@ -115,6 +115,8 @@ class Sandbox:
         writable: Iterable[str | os.PathLike[str]] = (),
         environment: Mapping[str, str] | None = None,
         visible: Iterable[Path] = (),
+        data: Iterable[Path] = (),
+        areas: Path | None = None,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"sandbox is 'auto', 'required' or 'off', not {mode!r}")
@@ -126,7 +128,16 @@ class Sandbox:
             if not isinstance(name, str) or not isinstance(value, str) or "=" in name or not name:
                 raise ValueError(f"environment: {name!r}={value!r} is not a variable and a string")
         self._visible = tuple(visible)
+        #: pegboard's own data (saved approvals): read-only to every command.
+        self._data = tuple(data)
+        #: The managed storage of every Location: hidden but for this one's area.
+        self._areas = areas
         self.info = detect(mode)
+        if self.confines:
+            for folder in self._data:
+                # Made now, so the sandbox holds it read-only before a command could
+                # make it (and plant what the host later trusts) where it may write.
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     @property
     def confines(self) -> bool:
@@ -164,11 +175,15 @@ class Sandbox:
                 yield Confinement(None, environment, tmpdir)
                 return
             config = self.root / "pegboard.toml"
+            kept = [path for path in (config, *self._data) if path.exists()]
+            areas = self._areas
+            private = areas is not None and areas.is_dir() and not self.root.is_relative_to(areas)
             policy = Policy(
                 writable=(self.root, *self.writable),
-                read_only=(*([config] if config.exists() else []), *read_only),
-                hidden=tuple(hidden),
+                read_only=(*kept, *read_only),
+                hidden=(*hidden, *([areas] if private else [])),
                 visible=self._visible,
+                reveal=self._visible if private else (),
                 readable=None if readable is None else tuple(readable),
                 network=network,
                 environment=environment,
