@@ -34,7 +34,11 @@ def masks(filesystem: pegboard.Filesystem, permissions: pegboard.Permissions) ->
     if not (reads or edits):
         return Masks()
     walk = _Walk(str(filesystem.root), permissions, reads=reads, edits=edits)
-    walk.folder(str(filesystem.root), "", fixed=False)
+    # Rules that deny editing the root itself (`*`, `.`) leave the whole Location read-only.
+    fixed = bool(walk.deny["edit"]) and walk.denied("edit", ".")
+    if fixed:
+        walk.read_only.append(str(filesystem.root))
+    walk.folder(str(filesystem.root), "", fixed=fixed)
     walk.absolute()
     return walk.result()
 

@@ -361,3 +361,19 @@ async def test_law_host_authority_a_command_cannot_save_approvals_for_itself(
         saved = await location.permissions.approvals()
     assert any(f"{target}: {refused}" in text(outcome) for refused in REFUSED)
     assert () == saved
+
+
+async def test_law_enforced_authority_denying_every_edit_makes_the_location_read_only(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """`deny edit *` covers the root itself: no file changes and none is created."""
+    (workspace / "kept.txt").write_text("as it was\n")
+    rules = [*ALLOW_ALL, {"action": "edit", "resource": "*", "effect": "deny"}]
+    async with opened(host, workspace, storage_dir, permissions=rules) as location:
+        # Writes the analysis cannot see: only the kernel stands in their way.
+        for name, mode in (("kept.txt", "a"), ("new.txt", "w")):
+            program = f"open('{name}', '{mode}').write('x')"
+            outcome = await call(location, "bash", command=f'{sys.executable} -c "{program}"')
+            assert any(f"{refused}: '{name}'" in text(outcome) for refused in REFUSED)
+    assert ["kept.txt"] == os.listdir(workspace)
+    assert "as it was\n" == (workspace / "kept.txt").read_text()
