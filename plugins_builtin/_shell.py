@@ -161,11 +161,7 @@ class Shell:
             )
         workdir = self._workdir(input.workdir)
         shown = self._filesystem.relative(workdir)
-        if self._sandbox.mode == "required" and self._sandbox.missing is not None:
-            raise pegboard.ToolFailure(
-                f"the host requires a sandbox for every command and {self._sandbox.missing}; "
-                "the command was not run"
-            )
+        self._sandbox.require()
         await self._ask(command, analyse(command), workdir, shown, timeout)
         if input.network:
             await self._permissions.ask(
@@ -233,7 +229,7 @@ class Shell:
         if missing is not None:
             # Nothing would hold the command to the rules: every part is asked, whatever
             # the rules or saved approvals allow (deny rules still refuse).
-            metadata["sandbox"] = f"{missing}; the command would run with your full authority"
+            metadata["sandbox"] = missing
             opaque = resources
         await self._permissions.ask(
             pegboard.PermissionRequest(

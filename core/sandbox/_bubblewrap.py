@@ -85,12 +85,18 @@ def arguments(
     ]
     if not policy.network:
         args.append("--unshare-net")
-    if policy.readable is None:
-        args += ["--ro-bind", "/", "/"]
-    else:
-        for path in (*_system(), *policy.readable):
-            args += ["--ro-bind-try", str(path), str(path)]
-    args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(policy.tmpdir), "/tmp"]
+    args += [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--bind",
+        str(policy.tmpdir),
+        "/tmp",
+    ]
     for path in dict.fromkeys((*map(Path, _OWN), *policy.visible)):
         if path.is_relative_to("/tmp") and path.exists():
             args += ["--ro-bind", str(path), str(path)]
@@ -130,12 +136,6 @@ def seccomp_descriptor() -> Iterator[int | None]:
         yield descriptor
     finally:
         os.close(descriptor)
-
-
-def _system() -> tuple[Path, ...]:
-    """What a program needs to start when little else is readable."""
-    names = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
-    return tuple(Path(name) for name in names)
 
 
 @functools.cache

@@ -90,11 +90,7 @@ def arguments(policy: Policy, argv: list[str], *, version: int, rules_file: Path
     """
     write = _write_rights(version)
     masked = (*policy.hidden, *policy.read_only)
-    if policy.readable is None:
-        rules = _decompose(Path("/"), policy.hidden, _READ)
-    else:
-        rules = [(str(path), _READ) for path in policy.readable]
-        rules += [(name, _READ) for name in ("/usr", "/bin", "/lib", "/lib64", "/etc")]
+    rules = _decompose(Path("/"), policy.hidden, _READ)
     for root in (*policy.writable, policy.tmpdir):
         rules += _decompose(root, masked, write | _READ)
     rules += [(str(path), _READ) for path in policy.reveal]

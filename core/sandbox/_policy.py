@@ -59,8 +59,7 @@ class SandboxInfo:
 class Policy:
     """What one confined process tree may do; every backend enforces this one value.
 
-    Everything is readable except ``hidden`` (when ``readable`` is None), or only
-    ``readable`` and the system's programs and libraries. Writes land only in
+    Everything is readable except ``hidden``. Writes land only in
     ``writable`` and ``tmpdir`` (seen inside as ``/tmp`` under bubblewrap), never in ``read_only``
     or ``hidden`` paths within them. The network is reachable only with
     ``network``; the environment is exactly ``environment``.
@@ -75,7 +74,6 @@ class Policy:
     #: Host paths shown again, read-only, after ``hidden`` (a Location's own area of
     #: the managed storage whose other areas are hidden).
     reveal: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
-    readable: tuple[Path, ...] | None = None
     network: bool = False
     environment: Mapping[str, str] = attrs.field(factory=dict)
     tmpdir: Path

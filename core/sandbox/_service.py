@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 
+from .._errors import ToolFailure
 from . import _bubblewrap, _landlock
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
@@ -77,8 +78,9 @@ class Confinement:
         if self.policy is None:
             return argv
         if self._bwrap is None:
-            rules = self.tmpdir.with_name(self.tmpdir.name + ".landlock.json")
-            return _landlock.arguments(self.policy, argv, version=self._landlock, rules_file=rules)
+            return _landlock.arguments(
+                self.policy, argv, version=self._landlock, rules_file=_rules_file(self.tmpdir)
+            )
         return _bubblewrap.arguments(
             self._bwrap, self.policy, argv, cwd=cwd, init=init, seccomp=self._seccomp
         )
@@ -146,10 +148,29 @@ class Sandbox:
 
     @property
     def missing(self) -> str | None:
-        """Why commands would run unconfined although the host wants a sandbox, or None."""
+        """Why commands would run unconfined although the host wants a sandbox, or None.
+
+        Under ``"auto"`` a tool asks for every command then, showing this (a
+        command is asked whatever the rules allow); under ``"required"``,
+        `require` refuses.
+        """
         if self.mode == "off" or self.confines:
             return None
-        return f"no sandbox is available here: {self.info.reason}"
+        return (
+            f"no sandbox is available here: {self.info.reason}; the command would run with "
+            "your full authority"
+        )
+
+    def require(self) -> None:
+        """Refuse with a `pegboard.ToolFailure` when the host requires a sandbox and none works.
+
+        For a tool to call before it asks permission; `call` refuses as well.
+        """
+        if self.mode == "required" and not self.confines:
+            raise ToolFailure(
+                "the host requires a sandbox for every command and no sandbox is available "
+                f"here: {self.info.reason}; the command was not run"
+            )
 
     @contextlib.contextmanager
     def call(
@@ -158,16 +179,15 @@ class Sandbox:
         network: bool = False,
         hidden: Iterable[Path] = (),
         read_only: Iterable[Path] = (),
-        readable: Iterable[Path] | None = None,
     ) -> Iterator[Confinement]:
         """One call's confinement; its temporary folder is removed when the call ends.
 
         ``hidden`` paths are unreadable and ``read_only`` ones unwritable, on top
-        of the Location's own ``pegboard.toml``; with ``readable``, only those
-        paths and the system's are readable.
+        of the Location's own ``pegboard.toml`` and pegboard's data. Raises like
+        `require` where the host requires a sandbox and none works.
         """
+        self.require()
         tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-call-"))
-        rules = tmpdir.with_name(tmpdir.name + ".landlock.json")
         try:
             inside = "/tmp" if self.info.kind == "bubblewrap" else str(tmpdir)
             environment = allowed_environment(os.environ, {"TMPDIR": inside, **self.environment})
@@ -184,7 +204,6 @@ class Sandbox:
                 hidden=(*hidden, *([areas] if private else [])),
                 visible=self._visible,
                 reveal=self._visible if private else (),
-                readable=None if readable is None else tuple(readable),
                 network=network,
                 environment=environment,
                 tmpdir=tmpdir,
@@ -201,10 +220,15 @@ class Sandbox:
                 yield Confinement(policy, environment, tmpdir, bwrap, seccomp)
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
-            rules.unlink(missing_ok=True)
+            _rules_file(tmpdir).unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.mode}: {self.info.describe()}>"
+
+
+def _rules_file(tmpdir: Path) -> Path:
+    """Where a Landlock call's ruleset is written: beside its folder, not in it."""
+    return tmpdir.with_name(tmpdir.name + ".landlock.json")
 
 
 def _folder(path: str | os.PathLike[str]) -> Path:

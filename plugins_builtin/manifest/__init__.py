@@ -113,15 +113,11 @@ def _tool(
     line = shlex.join(spec.command)
 
     async def execute(input: Any, context: pegboard.ToolContext) -> Any:
+        sandbox.require()
         missing = sandbox.missing
-        if missing is not None and sandbox.mode == "required":
-            raise pegboard.ToolFailure(
-                f"the host requires a sandbox for every command and {missing}; "
-                "the command was not run"
-            )
         metadata: dict[str, Any] = {"tool": spec.name, "command": line}
         if missing is not None:
-            metadata["sandbox"] = f"{missing}; the command would run with your full authority"
+            metadata["sandbox"] = missing
         await permissions.ask(
             pegboard.PermissionRequest(
                 action="bash",
