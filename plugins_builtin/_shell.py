@@ -471,10 +471,15 @@ async def _stop(process: anyio.abc.Process, leader: int, grace: float) -> None:
 
 
 def _status(reader: int, returncode: int) -> int:
-    """The command's own return code: as its subreaper wrote it, else the process's."""
+    """The command's own return code: as its subreaper wrote it, else the process's.
+
+    Never waits: without a subreaper (other platforms) what the command left
+    running may still hold the pipe open, with nothing written.
+    """
+    os.set_blocking(reader, False)
     try:
         written = os.read(reader, 64).decode("ascii", "replace").strip()
-    except OSError:
+    except OSError:  # BlockingIOError among them: nothing was written
         return returncode
     try:
         return int(written)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import tracemalloc
@@ -694,3 +695,26 @@ async def test_what_a_running_call_started_is_gone_when_the_location_closes(
                 pids = await pids_in(workspace / "pids", 1)
             assert await gone(*pids)
     assert "SIGTERM" == metadata(outcomes[0])["signal"]
+
+
+@host_pids
+async def test_without_a_subreaper_the_status_pipe_never_holds_the_call(
+    location: pegboard.Location, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no subreaper runs (other platforms), a process that left the group keeps the
+    status pipe open with nothing written: the call still returns at once."""
+    from pegboard.plugins_builtin import _shell
+
+    monkeypatch.setattr(_shell, "_SUBREAPER", False)
+    pids: list[int] = []
+    try:
+        with anyio.fail_after(10):
+            outcome = await call(
+                location, "bash", command="setsid sleep 30 > /dev/null 2>&1 & echo $! > pids"
+            )
+        pids = await pids_in(workspace / "pids", 1)
+        assert 0 == metadata(outcome)["exit_code"]
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
