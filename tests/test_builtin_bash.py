@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -708,12 +709,17 @@ async def test_without_a_subreaper_the_status_pipe_never_holds_the_call(
     monkeypatch.setattr(_shell, "_SUBREAPER", False)
     pids: list[int] = []
     try:
-        with anyio.fail_after(10):
-            outcome = await call(
-                location, "bash", command="setsid sleep 30 > /dev/null 2>&1 & echo $! > pids"
-            )
+        # Popen returns once the child has left the group (setsid runs before exec);
+        # it keeps every descriptor the shell had, the status pipe's among them.
+        program = (
+            "import subprocess; print(subprocess.Popen(['sleep', '5'], start_new_session=True,"
+            " close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+        )
+        outcome = await call(location, "bash", command=f'{sys.executable} -c "{program}" > pids')
         pids = await pids_in(workspace / "pids", 1)
         assert 0 == metadata(outcome)["exit_code"]
+        # Returned while the process holding the pipe still runs: it did not wait for it.
+        assert running(pids[0])
     finally:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
