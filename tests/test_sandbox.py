@@ -377,3 +377,45 @@ async def test_law_enforced_authority_denying_every_edit_makes_the_location_read
             assert any(f"{refused}: '{name}'" in text(outcome) for refused in REFUSED)
     assert ["kept.txt"] == os.listdir(workspace)
     assert "as it was\n" == (workspace / "kept.txt").read_text()
+
+
+#: Lines an allow-list of `git status *` and `ls *` once let run arbitrary code.
+ALLOW_LIST_ESCAPES = (
+    "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor=touch pwned'\" git status",
+    "PAGER='touch pwned' git status",
+    "evil/ls -la",
+    "./ls",
+    "env GIT_EXTERNAL_DIFF='touch pwned' git status",
+    "git -c core.fsmonitor='touch pwned' status",
+    "ls $(touch pwned)",
+    "ls `touch pwned`",
+    "ls <(touch pwned)",
+)
+
+
+@pytest.mark.parametrize("line", ALLOW_LIST_ESCAPES)
+async def test_law_host_authority_an_allow_list_runs_only_what_it_names(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, line: str
+) -> None:
+    """With `git status *` and `ls *` allowed and every question refused, none of these
+    lines runs: each is asked (and refused) instead of matching the allow-list."""
+    (workspace / "evil").mkdir()
+    for script in (workspace / "evil" / "ls", workspace / "ls"):
+        script.write_text("#!/bin/sh\ntouch pwned\n")
+        script.chmod(0o755)
+    rules = [
+        {"action": "bash", "resource": "git status *", "effect": "allow"},
+        {"action": "bash", "resource": "ls *", "effect": "allow"},
+        {"action": "edit", "resource": "*", "effect": "allow"},
+    ]
+    asked: list[pegboard.PermissionRequest] = []
+
+    async def refuse(request: pegboard.PermissionRequest) -> pegboard.Reject:
+        asked.append(request)
+        return pegboard.Reject("not on the allow-list")
+
+    async with opened(host, workspace, storage_dir, permissions=rules, approver=refuse) as location:
+        outcome = await call(location, "bash", command=line)
+    assert "the user rejected bash: not on the allow-list" == failure(outcome)
+    assert not (workspace / "pwned").exists()
+    assert ["bash"] == [request.action for request in asked]
