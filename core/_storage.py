@@ -167,16 +167,20 @@ class ManagedStorage:
         """
         return self._create(pending=True)
 
-    def finish_sync(self, descriptor: int, path: Path) -> None:
-        """Flush and close a file from `begin_sync`, then give it its final ``path``.
+    def finish_sync(self, descriptor: int, path: Path, *, flush: bool = True) -> None:
+        """Close a file from `begin_sync` and give it its final ``path``.
 
-        Blocks on the disk (fsync): call it from a worker thread. `RetentionError`
-        if the file cannot be kept whole; it is deleted then.
+        With ``flush`` it is first written to disk (fsync), as `save` does, so it
+        survives a power loss too; without, it survives its process (the kernel
+        keeps what was written), for a stream too large to wait for. Blocks on
+        the disk: call it from a worker thread. `RetentionError` if the file
+        cannot be kept whole; it is deleted then.
         """
         pending = _pending(path)
         try:
             try:
-                os.fsync(descriptor)
+                if flush:
+                    os.fsync(descriptor)
                 self._publish(pending, path)
             finally:
                 os.close(descriptor)

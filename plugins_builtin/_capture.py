@@ -119,7 +119,9 @@ class Capture:
         if self._file is not None and self.spool is not None:
             descriptor, self._file = self._file, None
             try:
-                self._storage.finish_sync(descriptor, self.spool)
+                # Not flushed, as before: the spool outlives a killed process, and
+                # waiting for a gigabyte to reach the disk would hold the call.
+                self._storage.finish_sync(descriptor, self.spool, flush=False)
             except pegboard.RetentionError as error:
                 self.spool_error = f"the spool file could not be kept: {error}"
                 self.spool, self.spooled = None, 0
