@@ -332,7 +332,7 @@ class Worker:
                 self._channel.send({"type": "cancel", "id": number})
             raise
         finally:
-            del self._pending[number]
+            self._pending.pop(number).close()
 
     def _answer(self, authored: str, message: Message) -> ToolResponse[Any]:
         kind = message["type"]
@@ -379,7 +379,7 @@ class Worker:
                     return None  # died meanwhile: recorded; the call goes on without it
             return None
         finally:
-            del self._pending[number]
+            self._pending.pop(number).close()
 
     def prepare(self, definitions: list[ToolDefinition], final_step: bool) -> None:
         """The plugin's ``prepare_request`` hook, run in the worker: shortens ``definitions``.
@@ -427,14 +427,16 @@ class Worker:
                     await self._process.wait()
         finally:
             self.kill()
-            if self._process is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if self._process is not None:
                     await self._process.wait()
+                if self._channel is not None:
+                    self._channel.close()
+                if self._group is not None:
+                    self._group.cancel_scope.cancel()
+                    await self._served.wait()  # nothing reads a pipe as it closes
+                if self._process is not None:
                     await self._process.aclose()
-            if self._group is not None:
-                self._group.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await self._served.wait()  # nothing waits on a pipe as it closes
             self._exits.close()
 
 

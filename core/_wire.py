@@ -109,7 +109,14 @@ class Channel:
         if self.broken:
             return
         self._write += frame(message)
-        self._wake.send_nowait(None)
+        try:
+            self._wake.send_nowait(None)
+        except anyio.ClosedResourceError:
+            pass  # closing: flush_blocking writes what is left
+
+    def close(self) -> None:
+        """Stop the pump once it has written what is queued (the descriptors stay open)."""
+        self._wake.close()
 
     async def pump(self) -> None:
         """Write queued frames until the pipe breaks or the task is cancelled."""

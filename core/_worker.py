@@ -172,6 +172,8 @@ class _Worker:
                         await self.activation.close()
                     self.announce()
                 _drain(self.channel)
+                self.channel.close()
+                self.changed.close()
                 group.cancel_scope.cancel()
 
     async def activate(self, message: Message, group: anyio.abc.TaskGroup) -> None:
