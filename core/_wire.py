@@ -11,6 +11,7 @@ definitions travel in their durable JSON forms (`pegboard.dump_outcome`'s items)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
@@ -109,10 +110,8 @@ class Channel:
         if self.broken:
             return
         self._write += frame(message)
-        try:
+        with contextlib.suppress(anyio.ClosedResourceError):  # closing: flush_blocking writes it
             self._wake.send_nowait(None)
-        except anyio.ClosedResourceError:
-            pass  # closing: flush_blocking writes what is left
 
     def close(self) -> None:
         """Stop the pump once it has written what is queued (the descriptors stay open)."""

@@ -307,7 +307,7 @@ async def test_law_enforced_authority_a_hostile_plugin_reaches_nothing_of_the_ho
     assert not (workspace / "planted").exists()
     assert not (home / "planted").exists()
     with anyio.fail_after(10):
-        while _running_with(marker):  # the kernel takes the namespace down
+        while _running_with(marker):  # noqa: ASYNC110 - polling other processes
             await anyio.sleep(0.05)
 
 
