@@ -199,6 +199,7 @@ class Activation:
         worker = Worker(spec.name, Tools(self._board, scope), self.record, self._timeout)
         plugin = ActivePlugin(spec.name, scope, {}, worker=worker)
         activated = None
+        started = False
         try:
             activated = await worker.start(
                 tasks,
@@ -208,17 +209,18 @@ class Activation:
                 root=self._info.root,
                 network=spec.name in confining.network,
             )
+            started = True
         except OSError as error:
             self.record(
                 PluginError(spec.name, "activation", f"cannot start its worker: {error}"), error
             )
-        if activated is None and worker.dead is None and tasks is not None:
+        if started and activated is None and worker.dead is None:
             message = f"did not finish within {self._timeout:g} s; its worker was stopped"
             self.record(PluginError(spec.name, "activation", message))
         failed = activated is None or not activated.get("ok")
         if activated is not None:
-            for error in activated.get("errors", ()):
-                self.record(PluginError(error["plugin"], error["phase"], error["message"]))
+            for reported in activated.get("errors", ()):
+                self.record(PluginError(reported["plugin"], reported["phase"], reported["message"]))
         if failed:
             try:
                 await worker.close()

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import attrs
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ._codec import SchemaCodec
 from ._durable import dump_outcome, load_outcome
@@ -104,14 +105,14 @@ class Worker:
         self._record = record
         self._timeout = timeout
         self._numbers = itertools.count(1)
-        self._pending: dict[int, anyio.abc.ObjectSendStream[Message]] = {}
+        self._pending: dict[int, MemoryObjectSendStream[Message]] = {}
         self._registrations: dict[int, Registration] = {}
         self._process: anyio.abc.Process | None = None
         self._channel: Channel | None = None
         self._answers: int | None = None
         self._answer_buffer = bytearray()
         self._exits = contextlib.ExitStack()
-        self._activated: anyio.abc.ObjectSendStream[Message] | None = None
+        self._activated: MemoryObjectSendStream[Message] | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._closing = False
         self._served = anyio.Event()

@@ -30,8 +30,8 @@ from ._json import thaw
 from ._tool import Progress, Tool, ToolAnnotations, ToolDefinition
 
 __all__ = (
-    "MAX_FRAME",
     "Channel",
+    "MAX_FRAME",
     "Message",
     "ProtocolError",
     "dump_annotations",
