@@ -31,7 +31,6 @@ from ._tool import Progress, Tool, ToolAnnotations, ToolDefinition
 
 __all__ = (
     "Channel",
-    "MAX_FRAME",
     "Message",
     "ProtocolError",
     "dump_annotations",
