@@ -23,7 +23,14 @@ if TYPE_CHECKING:
         Text,
     )
     from ._durable import dump_outcome, load_outcome
-    from ._errors import CodecError, RegistrationError, RetentionError, SchemaError, ToolFailure
+    from ._errors import (
+        CodecError,
+        PluginCrashed,
+        RegistrationError,
+        RetentionError,
+        SchemaError,
+        ToolFailure,
+    )
     from ._filesystem import Filesystem, OutsideLocationError
     from ._host import Host
     from ._json import FrozenDict, FrozenList, thaw
@@ -86,6 +93,7 @@ __all__ = (
     "PermissionRequest",
     "PermissionRule",
     "Permissions",
+    "PluginCrashed",
     "PluginError",
     "PluginInfo",
     "Progress",
@@ -156,6 +164,7 @@ _HOMES = {
     "PermissionRequest": "._permissions",
     "PermissionRule": "._permissions",
     "Permissions": "._permissions",
+    "PluginCrashed": "._errors",
     "PluginError": "._plugins",
     "PluginInfo": "._plugins",
     "Progress": "._tool",

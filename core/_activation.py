@@ -6,7 +6,7 @@ import functools
 import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -22,6 +22,9 @@ from ._plugins import PluginError, Plugins, call_hook
 from ._registry import Board, Scope, Tools
 from ._services import BackgroundTasks, LocationInfo, Services
 from ._tool import ToolDefinition
+
+if TYPE_CHECKING:
+    from ._confined import Confining, Worker
 
 __all__ = ("Activation", "ActivePlugin")
 
@@ -39,6 +42,8 @@ class ActivePlugin:
     hooks: dict[str, pluggy.HookImpl]
     tasks: BackgroundTasks | None = None
     teardown: Generator[Any, None, None] | AsyncGenerator[Any, None] | None = None
+    #: The worker process of a confined plugin, which holds its hooks.
+    worker: Worker | None = None
 
 
 class _Recorder:
@@ -48,11 +53,13 @@ class _Recorder:
     reaches nothing but this list.
     """
 
-    __slots__ = ("errors", "strict")
+    __slots__ = ("errors", "notify", "strict")
 
     def __init__(self, *, strict: bool) -> None:
         self.strict = strict
         self.errors: list[PluginError] = []
+        #: Told of each failure recorded (a confined plugin's worker tells its host).
+        self.notify: Callable[[PluginError], None] | None = None
 
     def record(self, error: PluginError, cause: BaseException | None = None) -> None:
         if self.strict:
@@ -61,6 +68,8 @@ class _Recorder:
             return  # a hook failing on every request is reported once
         self.errors.append(error)
         logger.warning("%s", error, exc_info=cause)
+        if self.notify is not None:
+            self.notify(error)
 
 
 class Activation:
@@ -83,6 +92,8 @@ class Activation:
         services: Mapping[str, Any],
         timeout: float,
         strict: bool,
+        tools: Callable[[Board, Scope], Tools] = Tools,
+        confining: Confining | None = None,
     ) -> None:
         self._plugins = plugins
         self._info = info
@@ -90,7 +101,25 @@ class Activation:
         self._services = services
         self._timeout = timeout
         self._recorder = _Recorder(strict=strict)
+        self._tools = tools
+        self._confining = confining
         self.active: list[ActivePlugin] = []
+        #: Per enabled plugin that activated or was refused: whether it ran confined.
+        self.confined: dict[str, bool] = {}
+
+    @property
+    def info(self) -> LocationInfo:
+        """The Location's public information, as the plugins receive it."""
+        return self._info
+
+    @property
+    def on_record(self) -> Callable[[PluginError], None] | None:
+        """Told of each failure as it is recorded (after activation, say)."""
+        return self._recorder.notify
+
+    @on_record.setter
+    def on_record(self, notify: Callable[[PluginError], None] | None) -> None:
+        self._recorder.notify = notify
 
     @property
     def errors(self) -> list[PluginError]:
@@ -113,6 +142,18 @@ class Activation:
         ``tasks`` (the Location's group).
         """
         for spec in specs:
+            confining = self._confining
+            if confining is not None:
+                decision = confining.decide(spec.name, self._plugins)
+                if decision == "confined":
+                    self.confined[spec.name] = True
+                    await self._activate_confined(spec, tasks, confining)
+                    continue
+                if decision != "in process":
+                    self.confined[spec.name] = True
+                    self.record(PluginError(spec.name, "activation", f"not activated: {decision}"))
+                    continue
+            self.confined[spec.name] = False
             try:
                 hooks = self._plugins.load(spec.name)
             except PluginError as error:
@@ -137,13 +178,56 @@ class Activation:
                 )
                 arguments = {
                     "location": self._info,
-                    "tools": Tools(self._board, scope),
+                    "tools": self._tools(self._board, scope),
                     "options": options,
                     "services": services,
                 }
                 if not await self._run_activation(plugin, impl, arguments):
                     continue
             self.active.append(plugin)
+
+    async def _activate_confined(
+        self, spec: PluginSpec, tasks: anyio.abc.TaskGroup | None, confining: Confining
+    ) -> None:
+        """Activate ``spec`` in a sandboxed worker of its own; never import it here."""
+        from ._confined import Worker
+
+        source = self._plugins.source(spec.name)
+        assert source is not None
+        assert tasks is not None
+        scope = Scope(f"plugin:{spec.name}")
+        worker = Worker(spec.name, Tools(self._board, scope), self.record, self._timeout)
+        plugin = ActivePlugin(spec.name, scope, {}, worker=worker)
+        activated = None
+        started = False
+        try:
+            activated = await worker.start(
+                tasks,
+                entry_point=source[0],
+                folder=source[1],
+                options=dict(spec.options),
+                root=self._info.root,
+                network=spec.name in confining.network,
+            )
+            started = True
+        except OSError as error:
+            self.record(
+                PluginError(spec.name, "activation", f"cannot start its worker: {error}"), error
+            )
+        if started and activated is None and worker.dead is None:
+            message = f"did not finish within {self._timeout:g} s; its worker was stopped"
+            self.record(PluginError(spec.name, "activation", message))
+        failed = activated is None or not activated.get("ok")
+        if activated is not None:
+            for reported in activated.get("errors", ()):
+                self.record(PluginError(reported["plugin"], reported["phase"], reported["message"]))
+        if failed:
+            try:
+                await worker.close()
+            finally:
+                scope.close()
+            return
+        self.active.append(plugin)
 
     def _options(self, spec: PluginSpec) -> dict[str, Any] | None:
         schema = self._plugins.options_schema(spec.name)
@@ -245,6 +329,9 @@ class Activation:
                     plugin.scope.close()
 
     async def _teardown(self, plugin: ActivePlugin, *, record: bool) -> None:
+        if plugin.worker is not None:
+            await plugin.worker.close()  # the plugin tears down in its worker
+            return
         generator, plugin.teardown = plugin.teardown, None
         if generator is None:
             return
@@ -273,18 +360,32 @@ class Activation:
 
     def after_hooks(self) -> tuple[AfterHook, ...]:
         """The active plugins' ``execute_after`` hooks, in the Location's plugin order."""
-        return tuple(
-            _after_hook(plugin.name, plugin.hooks["execute_after"], self.record)
-            for plugin in self.active
-            if "execute_after" in plugin.hooks
-        )
+        hooks = []
+        for plugin in self.active:
+            if plugin.worker is not None:
+                if "execute_after" in plugin.worker.hooks:
+                    hooks.append(AfterHook(plugin.name, plugin.worker.after, self.record))
+            elif "execute_after" in plugin.hooks:
+                hooks.append(_after_hook(plugin.name, plugin.hooks["execute_after"], self.record))
+        return tuple(hooks)
 
-    def prepare_hooks(self) -> tuple[tuple[str, pluggy.HookImpl], ...]:
-        """The active plugins' ``prepare_request`` hooks, in plugin order."""
-        return tuple(
-            (plugin.name, plugin.hooks["prepare_request"])
-            for plugin in self.active
-            if "prepare_request" in plugin.hooks
+    def prepare_hooks(self) -> tuple[tuple[str, Callable[[list[ToolDefinition], bool], Any]], ...]:
+        """The active plugins' ``prepare_request`` hooks, in plugin order: each takes
+        the definitions offered (to shorten in place) and whether it is the final step."""
+        hooks: list[tuple[str, Callable[[list[ToolDefinition], bool], Any]]] = []
+        for plugin in self.active:
+            if plugin.worker is not None:
+                if "prepare_request" in plugin.worker.hooks:
+                    hooks.append((plugin.name, plugin.worker.prepare))
+            elif "prepare_request" in plugin.hooks:
+                hooks.append((plugin.name, functools.partial(self._prepare, plugin.hooks)))
+        return tuple(hooks)
+
+    def _prepare(
+        self, hooks: dict[str, pluggy.HookImpl], definitions: list[ToolDefinition], final: bool
+    ) -> Any:
+        return call_hook(
+            hooks["prepare_request"], location=self._info, definitions=definitions, final_step=final
         )
 
     def withdraw(
@@ -292,10 +393,10 @@ class Activation:
     ) -> tuple[ToolDefinition, ...]:
         """Run ``prepare_request`` hooks; return the definitions they kept."""
         kept = definitions
-        for name, impl in self.prepare_hooks():
+        for name, hook in self.prepare_hooks():
             offered = list(kept)
             try:
-                call_hook(impl, location=self._info, definitions=offered, final_step=final_step)
+                hook(offered, final_step)
             except (Exception, SystemExit) as error:  # noqa: BLE001 - a broken hook must not break requests
                 self.record(PluginError(name, "hook", f"prepare_request raised {error!r}"), error)
                 continue

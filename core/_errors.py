@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 __all__ = (
     "CodecError",
+    "PluginCrashed",
     "RegistrationError",
     "RetentionError",
     "SchemaError",
@@ -67,3 +70,22 @@ class ToolFailure(Exception):  # noqa: N818 - the name is the public contract
         super().__init__(message)
         self.message = message
         self.metadata = metadata
+
+
+@attrs.frozen(auto_exc=True)
+class PluginCrashed(Exception):  # noqa: N818 - the name is the public contract
+    """A confined plugin's code failed unexpectedly, or its worker process died.
+
+    Names the plugin, the tool (or hook) it was running, and the exception type
+    and message the worker saw (``error_type`` is None when the worker itself
+    died). Raised to the runner like any defect: never a model-visible outcome.
+    """
+
+    plugin: str
+    tool: str
+    error_type: str | None
+    message: str
+
+    def __str__(self) -> str:
+        what = self.message if self.error_type is None else f"{self.error_type}: {self.message}"
+        return f"confined plugin {self.plugin!r} crashed in {self.tool!r}: {what}"

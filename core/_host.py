@@ -24,6 +24,7 @@ from ._config import (
     permission_rules,
     plugin_specs,
 )
+from ._confined import ConfineMode, Confining, network_names
 from ._filesystem import Filesystem
 from ._location import Location
 from ._permissions import Approver, PermissionRule, Permissions, default_approvals_file
@@ -32,7 +33,7 @@ from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
 from ._services import LocationInfo
 from ._storage import ManagedStorage
-from .sandbox import Mode, Sandbox
+from .sandbox import Mode, Sandbox, detect
 
 if TYPE_CHECKING:
     from .codemode import CodeModeLimits
@@ -99,6 +100,8 @@ class Host:
         sandbox: Mode = "auto",
         writable: Iterable[str | os.PathLike[str]] = (),
         environment: Mapping[str, str] | None = None,
+        confine: ConfineMode = "auto",
+        network: Iterable[str] = (),
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
 
@@ -123,7 +126,18 @@ class Host:
         them with the host's authority. Confined commands write only inside the
         Location, their own ``TMPDIR`` and the ``writable`` folders, and see only
         an allow-listed environment plus ``environment``; ``location.sandbox``
-        says which sandbox is in force. See docs/host-guide.md, "Security". Closing
+        says which sandbox is in force. See docs/host-guide.md, "Security".
+
+        ``confine`` decides where the installed plugins the host did not trust
+        run: ``"auto"`` and ``"required"`` import, activate and run each in a
+        sandboxed worker process of its own that reads only the Python
+        installation, writes only a private temporary folder and reaches the
+        network only when named in ``network``; where no sandbox can, such a
+        plugin is not activated and ``location.plugin_errors`` says why.
+        ``"required"`` also refuses untrusted in-process plugins
+        (`add_plugin`), which cannot be confined; ``"off"`` runs every plugin in
+        this process. ``location.plugin_info`` says which way each ran; see
+        docs/host-guide.md, "Confined plugins". Closing
         tears plugins down in reverse order and removes every registration made
         in the Location.
         """
@@ -180,6 +194,16 @@ class Host:
             code_mode=code_mode,
             sandbox=confinement.info,
         )
+        trust = frozenset(trusted) | {BUILTIN}
+        try:
+            confining = Confining(
+                confine,
+                trust,
+                network_names(network),
+                reason=None if confine == "off" else await _confinement_missing(),
+            )
+        except (TypeError, ValueError) as error:
+            raise ConfigError(str(error)) from None
         activation = Activation(
             self._plugins,
             LocationInfo(resolved),
@@ -192,14 +216,15 @@ class Host:
             },
             timeout=self.activation_timeout,
             strict=self.strict,
+            confining=confining,
         )
         raised: BaseException | None = None
         # Plugins' background tasks (services.tasks) live in this group, each
         # plugin's in a group of its own, until every plugin's teardown has run.
         async with anyio.create_task_group() as tasks:
             try:
-                await activation.activate(specs, frozenset(trusted) | {BUILTIN}, tasks)
-                location._attach(activation)
+                await activation.activate(specs, trust, tasks)
+                location._attach(activation, self._plugins)
                 yield location
             except BaseException as error:  # noqa: BLE001 - re-raised below, unwrapped
                 # Raised outside the task group, so the caller sees its own
@@ -248,6 +273,17 @@ class Host:
                     f"installed plugins: {', '.join(installed)}"
                 )
         return specs
+
+
+async def _confinement_missing() -> str | None:
+    """Why no sandbox can confine a plugin's worker here, or None while one can."""
+    info = await anyio.to_thread.run_sync(detect, "auto")
+    if info.kind == "bubblewrap":
+        return None
+    if info.kind is None:
+        return info.reason
+    # Landlock has no PID namespace: what a worker starts could outlive it.
+    return "confined plugins need bubblewrap (a PID namespace); only Landlock works here"
 
 
 def _limits(config: LocationConfig, root: Path) -> OutputLimits:

@@ -19,7 +19,7 @@ from ._bounding import OutputLimits
 from ._filesystem import Filesystem
 from ._permissions import Permissions
 from ._pipeline import Pipeline
-from ._plugins import PluginError
+from ._plugins import PluginError, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
 from ._request import Request, Snapshot
 from ._storage import ManagedStorage
@@ -119,6 +119,7 @@ class Location:
         self._pipeline = pipeline
         self._snapshot: tuple[tuple[int, ...], Snapshot] | None = None
         self._activation: Activation | None = None
+        self._plugins: Plugins | None = None
         self._closed = False
         self._watchers: weakref.WeakSet[ToolChanges] = weakref.WeakSet()
         self._code_mode = code_mode
@@ -151,6 +152,17 @@ class Location:
         if self._activation is None:
             return ()
         return tuple(plugin.name for plugin in self._activation.active)
+
+    @property
+    def plugin_info(self) -> tuple[PluginInfo, ...]:
+        """Each plugin enabled here, in order, with ``confined`` saying how it ran:
+        in a sandboxed worker of its own (True) or in the host's process (False)."""
+        if self._activation is None or self._plugins is None:
+            return ()
+        return tuple(
+            self._plugins.info_of(name, confined=confined)
+            for name, confined in self._activation.confined.items()
+        )
 
     def prepare(
         self, *, final_step: bool = False, code_mode: bool | CodeModeLimits = False
@@ -207,8 +219,9 @@ class Location:
             self._watchers.add(changes)
         return changes
 
-    def _attach(self, activation: Activation) -> None:
+    def _attach(self, activation: Activation, plugins: Plugins | None = None) -> None:
         self._activation = activation
+        self._plugins = plugins
         self._pipeline = attrs.evolve(self._pipeline, after_hooks=activation.after_hooks())
 
     def _close(self) -> None:

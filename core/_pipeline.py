@@ -40,7 +40,7 @@ from ._plugins import PluginError
 from ._storage import ManagedStorage
 from ._tool import RECORDER, ProgressRecorder, Tool, ToolResponse
 
-__all__ = ("AfterHook", "ExecuteEvent", "Pipeline")
+__all__ = ("AfterHook", "ExecuteEvent", "Pipeline", "Refused", "encode_response", "why")
 
 logger = logging.getLogger("pegboard")
 
@@ -58,6 +58,19 @@ class ExecuteEvent:
     name: str
     outcome: Outcome
     managed: tuple[Path, ...] = ()
+
+
+class Refused(Exception):  # noqa: N818 - reads as what happened
+    """A confined tool's own codec refused its input or output, in its worker.
+
+    Raised by the host's proxy of that tool; the pipeline settles it exactly as
+    it settles its own codec's refusal (``why`` is what `why` said there).
+    """
+
+    def __init__(self, kind: ErrorKind, why: str) -> None:
+        super().__init__(why)
+        self.kind = kind
+        self.why = why
 
 
 def _not_recorded(error: PluginError, cause: BaseException | None) -> None:
@@ -123,6 +136,17 @@ class Pipeline:
                 )
         except ToolFailure as caught:
             failure = caught
+        except Refused as refused:
+            return await self.fail(
+                identity,
+                name,
+                refused.kind,
+                f"invalid input for tool {name!r}: {refused.why}"
+                if refused.kind == "invalid_input"
+                else f"invalid output from tool {name!r}: {refused.why}",
+                partial=recorder.last if refused.kind == "invalid_output" else (),
+                tool=tool,
+            )
         finally:
             RECORDER.reset(token)
         # Cancellation wins over whatever the tool made of it: a tool that shielded
@@ -234,31 +258,7 @@ class Pipeline:
         name: str,
     ) -> Completed:
         """Steps 4 and 5: encode the output and normalize the content."""
-        output = None
-        if tool.output is not None:
-            if returned is not None:
-                output = encode(tool.output, returned)
-            elif check_encoded(tool.output, None) is not None:
-                raise CodecError("the tool declares an output but returned none", rule="output")
-            # else: the output schema allows null, and null is the output.
-        elif returned is not None:
-            raise CodecError(
-                "the tool returned an output but declares none; pass output= to pegboard.tool",
-                rule="output",
-            )
-        try:
-            items = () if content is None else normalize_content(content)
-        except TypeError as error:
-            raise CodecError(str(error), rule="content") from None
-        if not items:
-            if tool.output is None:
-                raise CodecError(
-                    "the tool returned no content; a tool without output must return "
-                    "non-empty content",
-                    rule="content",
-                )
-            text = output if isinstance(output, str) and output else dumps(output)
-            items = (Text(text),)
+        output, items = encode_response(tool, returned, content)
         kept = None if metadata is None else self.metadata(metadata, name, identity)
         return Completed(output, items, kept, call=identity, name=name)
 
@@ -437,6 +437,40 @@ class Pipeline:
         return outcome, tuple(written)
 
 
+def encode_response(
+    tool: Tool, returned: object, content: object
+) -> tuple[Any, tuple[ContentItem, ...]]:
+    """Steps 4 and 5 for what a tool returned: its encoded output and canonical content.
+
+    Raises ``ValueError`` (a `CodecError`) saying what is wrong.
+    """
+    output = None
+    if tool.output is not None:
+        if returned is not None:
+            output = encode(tool.output, returned)
+        elif check_encoded(tool.output, None) is not None:
+            raise CodecError("the tool declares an output but returned none", rule="output")
+        # else: the output schema allows null, and null is the output.
+    elif returned is not None:
+        raise CodecError(
+            "the tool returned an output but declares none; pass output= to pegboard.tool",
+            rule="output",
+        )
+    try:
+        items = () if content is None else normalize_content(content)
+    except TypeError as error:
+        raise CodecError(str(error), rule="content") from None
+    if not items:
+        if tool.output is None:
+            raise CodecError(
+                "the tool returned no content; a tool without output must return non-empty content",
+                rule="content",
+            )
+        text = output if isinstance(output, str) and output else dumps(output)
+        items = (Text(text),)
+    return output, items
+
+
 def _discarded(name: str, identity: CallIdentity) -> None:
     logger.warning(
         "discarded the result of tool %r (call %s): the call was cancelled while it ran",
@@ -460,6 +494,11 @@ def _legible(content: tuple[ContentItem, ...]) -> tuple[ContentItem, ...]:
         Text(item.text.encode("utf-8", "replace").decode("utf-8")) if type(item) is Text else item
         for item in content
     )
+
+
+def why(error: ValueError) -> str:
+    """What a codec's refusal says, with its rule: the tail of an invalid_input/output message."""
+    return _why(error)
 
 
 def _why(error: ValueError) -> str:

@@ -44,7 +44,7 @@ BUILTIN_MODULES = {
 }
 _HOOKS = ("activate_location", "execute_after", "prepare_request")
 
-Phase = Literal["import", "options", "activation", "teardown", "hook", "background"]
+Phase = Literal["import", "options", "activation", "teardown", "hook", "background", "worker"]
 
 
 @attrs.frozen(auto_exc=True)
@@ -77,6 +77,10 @@ class PluginInfo:
     version: str | None
     state: Literal["not loaded", "loaded", "failed"]
     error: str | None = None
+    #: Whether the plugin ran confined, in a sandboxed worker process of its own
+    #: (``location.plugin_info``); ``None`` where that is not known
+    #: (``host.plugins()``: confinement is decided per Location).
+    confined: bool | None = None
 
     @property
     def loads(self) -> bool | None:
@@ -94,6 +98,9 @@ class _Entry:
     plugin: object = None
     error: PluginError | None = None
     hooks: dict[str, pluggy.HookImpl] = attrs.field(factory=dict)
+    #: The entry point's ``module:attr`` value and the folder its distribution is
+    #: installed in; None for built-in and in-process plugins.
+    source: tuple[str, str | None] | None = None
     _metadata: tuple[str | None, str | None] | None = attrs.field(default=None, init=False)
 
     def metadata(self) -> tuple[str | None, str | None]:
@@ -127,7 +134,12 @@ class Plugins:
 
         entries = dict(self._builtins)
         for point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-            entry = _Entry(point.name, point.load, functools.partial(_distribution, point))
+            entry = _Entry(
+                point.name,
+                point.load,
+                functools.partial(_distribution, point),
+                source=(point.value, _folder(point)),
+            )
             if point.name in entries:
                 logger.warning(
                     "ignoring plugin %r from %s: the name is taken by %s",
@@ -146,6 +158,37 @@ class Plugins:
         if name in entries:
             raise ValueError(f"a plugin named {name!r} is already installed")
         entries[name] = _Entry(name, lambda: plugin)
+
+    @classmethod
+    def only(cls, name: str, value: str) -> Plugins:
+        """Plugins that know one entry point, ``name = value``, and nothing else: a
+        confined plugin's worker, which imports nothing but the plugin it runs."""
+        import importlib_metadata
+
+        plugins = cls()
+        point = importlib_metadata.EntryPoint(name, value, ENTRY_POINT_GROUP)
+        plugins._entries = {name: _Entry(name, point.load)}
+        return plugins
+
+    def source(self, name: str) -> tuple[str, str | None] | None:
+        """Where plugin ``name`` comes from, if from an installed entry point:
+        its ``module:attr`` value and its distribution's folder. None for the
+        built-in plugins and in-process ones (`pegboard.Host.add_plugin`)."""
+        entry = self._find(name)
+        return None if entry is None else entry.source
+
+    def info_of(self, name: str, *, confined: bool) -> PluginInfo:
+        """The `PluginInfo` of plugin ``name`` as it ran in one Location."""
+        entry = self._find(name)
+        if entry is None:
+            raise KeyError(name)
+        distribution, version = entry.metadata()
+        if confined:
+            state: Literal["not loaded", "loaded", "failed"] = "not loaded"
+        else:
+            state = "failed" if entry.error else "loaded" if entry.plugin else "not loaded"
+        error = None if confined or entry.error is None else entry.error.message
+        return PluginInfo(name, distribution, version, state, error, confined=confined)
 
     def names(self) -> Collection[str]:
         """The names of every installed plugin, the built-in ones first.
@@ -268,6 +311,16 @@ def _distribution(point: Any) -> tuple[str | None, str | None]:
         return None, None
     metadata = dist.metadata
     return metadata.get("Name"), metadata.get("Version")
+
+
+def _folder(point: Any) -> str | None:
+    """The folder holding ``point``'s distribution (a ``sys.path`` entry), if known."""
+    dist = point.dist
+    try:
+        located = dist.locate_file("") if dist is not None else None
+    except (AttributeError, NotImplementedError):
+        return None
+    return None if located is None else str(located)
 
 
 def _pegboard_metadata() -> tuple[str | None, str | None]:

@@ -350,10 +350,16 @@ def test_trusting_a_plugin_that_is_not_enabled_is_a_usage_error(
 def test_an_unexpected_exception_is_one_line_and_debug_shows_it(
     environment: dict[str, str], root: Path
 ) -> None:
-    """A tool's defect reaches the command as one plain line, exit 3; --debug adds more."""
+    """A tool's defect reaches the command as one plain line, exit 3; --debug adds more.
+
+    The plugin is not trusted, so it runs confined: its defect arrives as PluginCrashed.
+    """
     plain = pegboard(environment, "call", "crash", "-l", str(root))
     assert 3 == plain.returncode
-    assert "pegboard: error: KeyError: 'no such [bold]row[/bold]'" in plain.stderr
+    assert (
+        "pegboard: error: PluginCrashed: confined plugin 'clitest' crashed in 'crash': "
+        "KeyError: 'no such [bold]row[/bold]'"
+    ) in plain.stderr
     assert "Traceback" not in plain.stderr
     debug = pegboard(environment, "--debug", "call", "crash", "-l", str(root))
     assert "Traceback" in debug.stderr

@@ -400,8 +400,11 @@ def stdio_server(tmp_path: Path, workspace: Path) -> StdioServerParameters:
         "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         "XDG_DATA_HOME": str(tmp_path / "data"),
     }
+    # Trusted: its tools write a marker into the Location, which a confined plugin cannot.
     return StdioServerParameters(
-        command=command, args=["serve", "--location", str(workspace)], env=env
+        command=command,
+        args=["serve", "--location", str(workspace), "--trust", "servetest"],
+        env=env,
     )
 
 

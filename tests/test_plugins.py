@@ -80,7 +80,8 @@ async def test_plugins_are_imported_only_when_enabled(
     assert module not in sys.modules
     async with host.location(workspace, plugins=[], storage=storage_dir):
         assert module not in sys.modules
-    async with host.location(workspace, plugins=["lazy"], storage=storage_dir):
+    # In the host's process (confine="off"): an untrusted one is never imported here.
+    async with host.location(workspace, plugins=["lazy"], storage=storage_dir, confine="off"):
         assert module in sys.modules
     assert "loaded" == {info.name: info for info in host.plugins()}["lazy"].state
 
@@ -243,11 +244,12 @@ async def test_a_plugin_that_exits_on_import_is_recorded_and_harmless(
 async def test_a_keyboard_interrupt_during_import_is_the_users(
     install: Install, workspace: Path, storage_dir: Path
 ) -> None:
-    """Ctrl-C while a plugin imports stops the program: it is not a plugin failure."""
+    """Ctrl-C while a plugin imports in the host's process stops the program: it is not a
+    plugin failure. (Confined, the import happens in the plugin's worker.)"""
     install("interrupted", "raise KeyboardInterrupt\n")
     with pytest.raises(KeyboardInterrupt):
         async with pegboard.Host().location(
-            workspace, plugins=["interrupted"], storage=storage_dir
+            workspace, plugins=["interrupted"], storage=storage_dir, confine="off"
         ):
             pass
 

@@ -16,6 +16,7 @@ import pytest
 from builtin_calls import call, failure, metadata, opened, text
 
 import pegboard
+import pegboard.sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -419,3 +420,57 @@ async def test_law_host_authority_an_allow_list_runs_only_what_it_names(
     assert "the user rejected bash: not on the allow-list" == failure(outcome)
     assert not (workspace / "pwned").exists()
     assert ["bash"] == [request.action for request in asked]
+
+
+def test_law_enforced_authority_an_isolated_process_reads_only_what_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`isolated`: Python and its packages are readable; a home, other folders are not."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY")
+    shown = tmp_path / "shown"
+    shown.mkdir()
+    (shown / "note").write_text("readable")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    probe = textwrap.dedent(
+        f"""
+        import json, os, pegboard
+        seen = {{}}
+        for path in ({str(home / ".ssh" / "id_rsa")!r}, {str(shown / "note")!r}):
+            try:
+                seen[path] = open(path).read()
+            except OSError as error:
+                seen[path] = type(error).__name__
+        for name, path in (("write", {str(tmp_path / "planted")!r}), ("prefix", {sys.prefix!r})):
+            try:
+                open(os.path.join(path, "planted") if name == "prefix" else path, "w")
+                seen[name] = "written"
+            except OSError as error:
+                seen[name] = type(error).__name__
+        open("/tmp/mine", "w").write("ok")
+        seen["env"] = dict(os.environ)
+        print(json.dumps(seen))
+        """
+    )
+    readable = pegboard.sandbox.installation([shown])
+    with pegboard.sandbox.isolated(readable=readable) as confinement:
+        argv = confinement.command([sys.executable, "-I", "-c", probe], cwd=Path("/tmp"))
+        done = subprocess.run(
+            argv,
+            env=confinement.environment,
+            pass_fds=confinement.pass_fds,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "ok" == (confinement.tmpdir / "mine").read_text()
+    seen = json.loads(done.stdout)
+    assert "FileNotFoundError" == seen[str(home / ".ssh" / "id_rsa")]
+    assert "readable" == seen[str(shown / "note")]
+    # The write lands in the private /tmp at most, never in the host's folder.
+    assert not (tmp_path / "planted").exists()
+    assert "OSError" == seen["prefix"]  # read-only: the installation cannot be changed
+    assert "SECRET_TOKEN" not in seen["env"]
+    assert "/tmp" == seen["env"]["HOME"]

@@ -8,7 +8,7 @@ Location asks its `Sandbox` (the trusted ``sandbox`` service) for a
 from __future__ import annotations
 
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
-from ._service import Confinement, Sandbox, detect
+from ._service import Confinement, Sandbox, detect, installation, isolated
 
 __all__ = (
     "Confinement",
@@ -18,4 +18,6 @@ __all__ = (
     "SandboxInfo",
     "allowed_environment",
     "detect",
+    "installation",
+    "isolated",
 )

@@ -85,10 +85,8 @@ def arguments(
     ]
     if not policy.network:
         args.append("--unshare-net")
+    args += _readable(policy)
     args += [
-        "--ro-bind",
-        "/",
-        "/",
         "--dev",
         "/dev",
         "--proc",
@@ -97,7 +95,7 @@ def arguments(
         str(policy.tmpdir),
         "/tmp",
     ]
-    for path in dict.fromkeys((*map(Path, _OWN), *policy.visible)):
+    for path in dict.fromkeys((*map(Path, _OWN), *policy.visible, *(policy.readable or ()))):
         if path.is_relative_to("/tmp") and path.exists():
             args += ["--ro-bind", str(path), str(path)]
     for path in policy.writable:
@@ -121,6 +119,20 @@ def arguments(
     if seccomp is not None:
         args += ["--seccomp", str(seccomp)]
     args += ["--chdir", str(cwd), *(["--as-pid-1"] if init else []), "--", *argv]
+    return args
+
+
+def _readable(policy: Policy) -> list[str]:
+    """The whole filesystem read-only, or only ``policy.readable`` on an empty root."""
+    if policy.readable is None:
+        return ["--ro-bind", "/", "/"]
+    args: list[str] = []
+    for path in dict.fromkeys(policy.readable):
+        if path.is_symlink():
+            # /lib -> usr/lib: the same link inside, so paths resolve as outside.
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.exists():
+            args += ["--ro-bind", str(path), str(path)]
     return args
 
 

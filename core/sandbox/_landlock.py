@@ -90,7 +90,15 @@ def arguments(policy: Policy, argv: list[str], *, version: int, rules_file: Path
     """
     write = _write_rights(version)
     masked = (*policy.hidden, *policy.read_only)
-    rules = _decompose(Path("/"), policy.hidden, _READ)
+    if policy.readable is None:
+        rules = _decompose(Path("/"), policy.hidden, _READ)
+    else:
+        rules = [
+            rule
+            for path in policy.readable
+            if path.exists()
+            for rule in _decompose(path, policy.hidden, _READ)
+        ]
     for root in (*policy.writable, policy.tmpdir):
         rules += _decompose(root, masked, write | _READ)
     rules += [(str(path), _READ) for path in policy.reveal]

@@ -37,6 +37,10 @@ def _paths(values: object) -> tuple[Path, ...]:
     return tuple(Path(os.path.abspath(value)) for value in values)  # type: ignore[attr-defined]
 
 
+def _optional_paths(values: object) -> tuple[Path, ...] | None:
+    return None if values is None else _paths(values)
+
+
 @attrs.frozen(kw_only=True)
 class SandboxInfo:
     """Which sandbox confines a Location's commands, or why none does.
@@ -59,7 +63,8 @@ class SandboxInfo:
 class Policy:
     """What one confined process tree may do; every backend enforces this one value.
 
-    Everything is readable except ``hidden``. Writes land only in
+    Everything is readable except ``hidden``, or with ``readable`` only those paths
+    (and the process's own ``tmpdir``, ``/dev`` and ``/proc``). Writes land only in
     ``writable`` and ``tmpdir`` (seen inside as ``/tmp`` under bubblewrap), never in ``read_only``
     or ``hidden`` paths within them. The network is reachable only with
     ``network``; the environment is exactly ``environment``.
@@ -74,6 +79,9 @@ class Policy:
     #: Host paths shown again, read-only, after ``hidden`` (a Location's own area of
     #: the managed storage whose other areas are hidden).
     reveal: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    #: When set, the only host paths the process tree can read (a plugin worker's
+    #: Python installation); ``None`` leaves the whole filesystem readable.
+    readable: tuple[Path, ...] | None = attrs.field(default=None, converter=_optional_paths)
     network: bool = False
     environment: Mapping[str, str] = attrs.field(factory=dict)
     tmpdir: Path

@@ -16,9 +16,31 @@ from .._errors import ToolFailure
 from . import _bubblewrap, _landlock
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
-__all__ = ("Confinement", "Sandbox", "detect")
+__all__ = ("Confinement", "Sandbox", "detect", "installation", "isolated")
 
 _MODES = ("auto", "required", "off")
+#: What a program needs of the system to start Python: libraries, loader, locale, time zone.
+_SYSTEM = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+)
 
 
 def detect(mode: Mode) -> SandboxInfo:
@@ -236,3 +258,74 @@ def _folder(path: str | os.PathLike[str]) -> Path:
     if not real.is_dir():
         raise ValueError(f"writable: {os.fspath(path)!r} is not a folder; name existing folders")
     return real
+
+
+def installation(extra: Iterable[str | os.PathLike[str]] = ()) -> tuple[Path, ...]:
+    """The paths a Python process needs to read to run this interpreter and its packages.
+
+    The system's libraries and a few ``/etc`` files, the interpreter's prefixes, its
+    site-packages (and the real folders of pegboard's own modules, which an editable
+    install links to), then ``extra``. Nothing of the user's home or working folder
+    beyond these.
+    """
+    import site
+    import sysconfig
+
+    folders = [Path(path) for path in _SYSTEM]
+    folders += [Path(path) for path in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+    packages = [Path(path) for path in site.getsitepackages()]
+    folders += packages
+    folders += [folder for path in packages for folder in _pth_folders(path)]
+    folders += [Path(sysconfig.get_paths()[name]) for name in ("stdlib", "platstdlib", "purelib")]
+    own = Path(__file__).resolve().parents[1]  # pegboard's core/, wherever it really is
+    folders += [own, *(own.parent / name for name in ("hookspecs", "plugins_builtin"))]
+    folders += [Path(os.path.abspath(path)) for path in extra]
+    # The interpreter may be a link (a virtual environment's): its target too.
+    folders.append(Path(os.path.realpath(sys.executable)).parent)
+    return tuple(dict.fromkeys(folder for folder in folders if os.path.lexists(folder)))
+
+
+def _pth_folders(packages: Path) -> list[Path]:
+    """The folders ``.pth`` files in ``packages`` add to ``sys.path`` (editable installs)."""
+    found = []
+    for pth in sorted(packages.glob("*.pth")):
+        try:
+            lines = pth.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            if line and not line.startswith(("#", "import ", "import\t")):
+                folder = packages / line.strip()
+                if folder.is_dir():
+                    found.append(Path(os.path.abspath(folder)))
+    return found
+
+
+@contextlib.contextmanager
+def isolated(*, readable: Iterable[Path], network: bool = False) -> Iterator[Confinement]:
+    """A confinement that reads only ``readable`` and writes only a private ``/tmp``.
+
+    For a process that holds no one's files: a confined plugin's worker. It runs
+    under bubblewrap only (a PID namespace, so nothing it starts outlives it); the
+    caller checks `detect` first. Its environment is the allow-list with ``HOME``
+    and ``TMPDIR`` pointing at the private ``/tmp``; no network unless ``network``.
+    """
+    bwrap, reason = _bubblewrap.probe()
+    if bwrap is None:
+        raise RuntimeError(f"no sandbox isolates a process here: {reason}")
+    tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-worker-"))
+    try:
+        environment = allowed_environment(os.environ, {"TMPDIR": "/tmp", "HOME": "/tmp"})
+        policy = Policy(
+            readable=tuple(readable),
+            network=network,
+            environment=environment,
+            tmpdir=tmpdir,
+        )
+        if network:
+            yield Confinement(policy, environment, tmpdir, bwrap)
+            return
+        with _bubblewrap.seccomp_descriptor() as seccomp:
+            yield Confinement(policy, environment, tmpdir, bwrap, seccomp)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

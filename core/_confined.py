@@ -1,0 +1,494 @@
+"""Confined plugins, seen from the host: a worker process each, and proxies of its tools."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import attrs
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ._codec import SchemaCodec
+from ._durable import dump_outcome, load_outcome
+from ._errors import PluginCrashed, ToolFailure
+from ._json import thaw
+from ._pipeline import ExecuteEvent, Refused
+from ._plugins import BUILTIN_MODULES, PluginError, Plugins
+from ._registry import Registration, Tools
+from ._tool import Tool, ToolContext, ToolDefinition, ToolResponse, tool
+from ._wire import (
+    Channel,
+    Message,
+    ProtocolError,
+    dump_definition,
+    load_annotations,
+    load_content,
+    load_progress,
+    read_blocking,
+)
+
+__all__ = ("ConfineMode", "Confining", "Worker", "network_names")
+
+logger = logging.getLogger("pegboard")
+
+#: How a host runs the plugins it did not trust: confined where a sandbox works
+#: (``auto``), confined or not at all (``required``), or in its own process (``off``).
+ConfineMode = Literal["auto", "required", "off"]
+_MODES = ("auto", "required", "off")
+#: The longest line of a worker's standard error passed on to the log.
+_LINE = 2000
+Record = Callable[[PluginError, "BaseException | None"], None]
+
+#: How long ``location.prepare()`` waits for a confined ``prepare_request`` hook: it
+#: waits with the event loop held, so an untrusted plugin gets little of it.
+PREPARE_SECONDS = 1.0
+
+
+@attrs.frozen
+class Confining:
+    """The host's choice for one Location: which plugins run confined, and how.
+
+    ``reason`` is why no sandbox can confine a plugin here (None while one can).
+    """
+
+    mode: ConfineMode
+    trusted: frozenset[str]
+    network: frozenset[str] = frozenset()
+    reason: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise ValueError(f"confine is 'auto', 'required' or 'off', not {self.mode!r}")
+
+    def decide(self, name: str, plugins: Plugins) -> Literal["in process", "confined"] | str:
+        """``"in process"``, ``"confined"``, or why plugin ``name`` may not run at all."""
+        if name in self.trusted or name in BUILTIN_MODULES or self.mode == "off":
+            return "in process"
+        if plugins.source(name) is None:  # an object the host added: already in its process
+            if self.mode == "required":
+                return (
+                    f"it was added in process (host.add_plugin) and is not trusted, and "
+                    f"confine='required' runs no untrusted plugin in the host's process; "
+                    f"trust it with host.location(trusted=[{name!r}])"
+                )
+            return "in process"
+        if self.reason is not None:
+            return (
+                f"it is not trusted, so it must run confined, and no sandbox can confine it "
+                f"here: {self.reason}; to run it with your full authority, trust it "
+                f"(host.location(trusted=[{name!r}])) or turn confinement off (confine='off')"
+            )
+        return "confined"
+
+
+class Worker:
+    """One confined plugin's worker process, and the host's side of the protocol.
+
+    Its tools are registered, through the plugin's own `Tools`, as proxies whose
+    codecs are `pegboard.SchemaCodec`s of the plugin's schemas: the host's
+    pipeline validates, bounds, retains and runs hooks as for any tool. When the
+    worker dies, its calls fail with `pegboard.PluginCrashed`, the death is
+    recorded and its registrations close; the Location goes on.
+    """
+
+    def __init__(self, name: str, tools: Tools, record: Record, timeout: float) -> None:
+        self.name = name
+        self._tools = tools
+        self._record = record
+        self._timeout = timeout
+        self._numbers = itertools.count(1)
+        self._pending: dict[int, MemoryObjectSendStream[Message]] = {}
+        self._registrations: dict[int, Registration] = {}
+        self._process: anyio.abc.Process | None = None
+        self._channel: Channel | None = None
+        self._answers: int | None = None
+        self._answer_buffer = bytearray()
+        self._exits = contextlib.ExitStack()
+        self._activated: MemoryObjectSendStream[Message] | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._closing = False
+        self._served = anyio.Event()
+        self._why: str | None = None
+        #: Why the worker is gone, once it is.
+        self.dead: str | None = None
+        #: The hooks the plugin implements (known once it activated).
+        self.hooks: tuple[str, ...] = ()
+
+    async def start(
+        self,
+        tasks: anyio.abc.TaskGroup,
+        *,
+        entry_point: str,
+        folder: str | None,
+        options: dict[str, Any],
+        root: Path,
+        network: bool,
+    ) -> Message | None:
+        """Start the worker and activate the plugin in it; the ``activated`` message,
+        or None when the worker died or did not answer within the timeout."""
+        from .sandbox import installation, isolated
+
+        extra = [folder] if folder else []
+        confinement = self._exits.enter_context(
+            isolated(readable=installation(extra), network=network)
+        )
+        to_worker = os.pipe()
+        from_worker = os.pipe()
+        answers = os.pipe()
+        inherited = (to_worker[0], from_worker[1], answers[1])
+        for descriptor in (to_worker[1], from_worker[0], answers[0]):
+            os.set_inheritable(descriptor, False)
+        argv = [sys.executable, "-I", "-m", "pegboard._worker", *map(str, inherited)]
+        try:
+            self._process = await anyio.open_process(
+                confinement.command(argv, cwd=Path("/tmp")),
+                cwd=confinement.tmpdir,
+                env=dict(confinement.environment),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(*inherited, *confinement.pass_fds),
+                start_new_session=True,
+            )
+        finally:
+            for descriptor in inherited:
+                os.close(descriptor)
+        self._channel = channel = Channel(from_worker[0], to_worker[1])
+        self._answers = answers[0]
+        self._exits.callback(os.close, answers[0])
+        self._exits.callback(os.close, from_worker[0])
+        self._exits.callback(os.close, to_worker[1])
+        activated, waiting = anyio.create_memory_object_stream[Message](1)
+        self._activated = activated
+        await tasks.start(self._serve)
+        channel.send(
+            {
+                "type": "activate",
+                "plugin": self.name,
+                "entry_point": entry_point,
+                "path": extra,
+                "options": options,
+                "root": str(root),
+                "timeout": self._timeout,
+            }
+        )
+        with anyio.move_on_after(self._timeout):
+            async with waiting:
+                async for message in waiting:
+                    self.hooks = tuple(message.get("hooks", ()))
+                    return message
+                return None  # died first
+        self.kill()
+        return None
+
+    async def _serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Own the worker's pump, reader and log until it exits or the Location closes."""
+        assert self._process is not None
+        assert self._channel is not None
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                group.start_soon(self._channel.pump)
+                if self._process.stderr is not None:
+                    group.start_soon(self._log, self._process.stderr)
+                task_status.started()
+                try:
+                    await self._read()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._ended()
+                    group.cancel_scope.cancel()
+        finally:
+            self._served.set()
+
+    async def _read(self) -> None:
+        assert self._channel is not None
+        while True:
+            try:
+                message = await self._channel.receive()
+            except ProtocolError as error:
+                self.kill()
+                self._why = f"it broke the protocol ({error}) and was stopped"
+                return
+            if message is None:
+                return
+            kind = message["type"]
+            if kind == "registered":
+                self._register(message)
+            elif kind == "closed":
+                registration = self._registrations.pop(message["key"], None)
+                if registration is not None:
+                    registration.close()
+            elif kind == "activated":
+                if self._activated is not None:
+                    self._activated.send_nowait(message)
+                    self._activated.close()
+                    self._activated = None
+            elif kind == "error":
+                self._record_error(message)
+            else:
+                stream = self._pending.get(message.get("id", 0))
+                if stream is not None:
+                    stream.send_nowait(message)
+
+    async def _ended(self) -> None:
+        """The worker is gone (or going): say why, fail its calls, close its tools."""
+        process = self._process
+        status = None
+        if process is not None:
+            with anyio.move_on_after(2.0):
+                status = await process.wait()
+            if status is None:
+                self.kill()
+                status = await process.wait()
+        why = self._why or _describe_exit(status)
+        self.dead = why
+        if self._activated is not None:
+            self._activated.close()
+        for stream in self._pending.values():
+            stream.send_nowait({"type": "died", "message": why})
+        for registration in self._registrations.values():
+            registration.close()
+        self._registrations.clear()
+        if not self._closing:
+            self._record(PluginError(self.name, "worker", f"its worker process {why}"), None)
+
+    async def _log(self, stream: anyio.abc.ByteReceiveStream) -> None:
+        buffer = b""
+        async for data in stream:
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                text = line[:_LINE].decode("utf-8", "replace")
+                logger.info("confined plugin %r: %s", self.name, text)
+            buffer = buffer[-_LINE:]
+
+    def _record_error(self, message: Message) -> None:
+        phase = message.get("phase", "background")
+        error = PluginError(self.name, phase, str(message.get("message", "")))
+        self._record(error, None)
+
+    def _register(self, message: Message) -> None:
+        proxies: dict[str, Tool] = {}
+        key = message["key"]
+        for data in message["tools"]:
+            output = data["output_schema"]
+            proxies[data["name"]] = tool(
+                description=data["description"],
+                execute=_Proxy(self, key, data["name"]),
+                input=SchemaCodec(data["input_schema"]),
+                output=None if output is None else SchemaCodec(output),
+                title=data.get("title"),
+                annotations=load_annotations(data.get("annotations")),
+            )
+        try:
+            self._registrations[key] = self._tools.register(
+                proxies, namespace=message.get("namespace")
+            )
+        except ValueError as error:  # its scope closed meanwhile, or names the host refuses
+            logger.warning("confined plugin %r: a registration was refused: %s", self.name, error)
+
+    async def call(self, key: int, authored: str, value: Any, context: ToolContext) -> Any:
+        """Run tool ``authored`` of registration ``key`` in the worker; its `ToolResponse`."""
+        if self.dead is not None or self._channel is None:
+            raise PluginCrashed(self.name, authored, None, f"its worker process {self.dead}")
+        number = next(self._numbers)
+        send, receive = anyio.create_memory_object_stream[Message](math.inf)
+        self._pending[number] = send
+        identity = {
+            "session_id": context.session_id,
+            "agent": context.agent,
+            "message_id": context.message_id,
+            "call_id": context.call_id,
+        }
+        try:
+            self._channel.send(
+                {
+                    "type": "call",
+                    "id": number,
+                    "key": key,
+                    "name": authored,
+                    "input": thaw(value),
+                    "context": identity,
+                }
+            )
+            async with receive:
+                async for message in receive:
+                    kind = message["type"]
+                    if kind == "progress":
+                        await context.progress(load_progress(message["progress"]))
+                        continue
+                    return self._answer(authored, message)
+            raise AssertionError("unreachable: the stream closes only when the worker died")
+        except anyio.get_cancelled_exc_class():
+            if self._channel is not None:
+                self._channel.send({"type": "cancel", "id": number})
+            raise
+        finally:
+            self._pending.pop(number).close()
+
+    def _answer(self, authored: str, message: Message) -> ToolResponse[Any]:
+        kind = message["type"]
+        if kind == "result":
+            return ToolResponse(
+                output=message["output"],
+                content=load_content(message["content"]),
+                metadata=message["metadata"],
+            )
+        if kind == "failure":
+            raise ToolFailure(message["message"], metadata=message["metadata"])
+        if kind == "refused":
+            raise Refused(message["kind"], message["why"])
+        if kind == "defect":
+            raise PluginCrashed(self.name, authored, message["error_type"], message["message"])
+        raise PluginCrashed(self.name, authored, None, f"its worker process {message['message']}")
+
+    async def after(self, event: ExecuteEvent) -> object:
+        """The plugin's ``execute_after`` hook, run in the worker on the durable outcome."""
+        if self.dead is not None or self._channel is None:
+            return None  # a dead plugin's hook no longer takes part
+        number = next(self._numbers)
+        send, receive = anyio.create_memory_object_stream[Message](math.inf)
+        self._pending[number] = send
+        try:
+            self._channel.send(
+                {
+                    "type": "execute_after",
+                    "id": number,
+                    "name": event.name,
+                    "outcome": dump_outcome(event.outcome),
+                    "managed": [str(path) for path in event.managed],
+                }
+            )
+            async with receive:
+                async for message in receive:
+                    if message["type"] == "replaced":
+                        stored = message["outcome"]
+                        return None if stored is None else load_outcome(stored)
+                    if message["type"] == "defect":
+                        raise PluginCrashed(
+                            self.name, "execute_after", message["error_type"], message["message"]
+                        )
+                    return None  # died meanwhile: recorded; the call goes on without it
+            return None
+        finally:
+            self._pending.pop(number).close()
+
+    def prepare(self, definitions: list[ToolDefinition], final_step: bool) -> None:
+        """The plugin's ``prepare_request`` hook, run in the worker: shortens ``definitions``.
+
+        ``location.prepare()`` is synchronous, so this waits for the answer
+        without the event loop: at most `PREPARE_SECONDS`, or an untrusted
+        plugin could stall the host. A worker that does not answer by then is
+        stopped (its tools leave the next request) and the hook's failure recorded.
+        """
+        if self.dead is not None or self._channel is None or self._answers is None:
+            return
+        number = next(self._numbers)
+        deadline = time.monotonic() + min(self._timeout, PREPARE_SECONDS)
+        try:
+            self._channel.send(
+                {
+                    "type": "prepare_request",
+                    "id": number,
+                    "definitions": [dump_definition(definition) for definition in definitions],
+                    "final_step": final_step,
+                }
+            )
+            self._channel.flush_blocking(deadline)
+            while True:
+                answer = read_blocking(self._answers, self._answer_buffer, deadline)
+                if answer.get("id") == number:
+                    break  # earlier answers came too late for their request
+        except (TimeoutError, EOFError) as error:
+            self.kill()
+            raise RuntimeError(
+                f"its prepare_request hook did not answer within {PREPARE_SECONDS:g} s "
+                f"({error}); its worker was stopped"
+            ) from None
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        offered = list(definitions)
+        definitions[:] = [offered[index] for index in answer["kept"]]
+
+    def kill(self) -> None:
+        """Stop the worker at once; bubblewrap takes everything it started along."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+    async def close(self) -> None:
+        """Tear the plugin down in its worker and end it; kill it past the timeout."""
+        self._closing = True
+        try:
+            if self._channel is not None and self.dead is None:
+                self._channel.send({"type": "close"})
+                with anyio.move_on_after(self._timeout):
+                    assert self._process is not None
+                    await self._process.wait()
+        finally:
+            self.kill()
+            with anyio.CancelScope(shield=True):
+                if self._process is not None:
+                    await self._process.wait()
+                if self._channel is not None:
+                    self._channel.close()
+                if self._group is not None:
+                    self._group.cancel_scope.cancel()
+                    await self._served.wait()  # nothing reads a pipe as it closes
+                if self._process is not None:
+                    await self._process.aclose()
+            self._exits.close()
+
+
+@attrs.frozen
+class _Proxy:
+    """A proxy tool's execute: the call crosses to the worker."""
+
+    worker: Worker
+    key: int
+    name: str
+
+    async def __call__(self, value: Any, context: ToolContext) -> Any:
+        return await self.worker.call(self.key, self.name, value, context)
+
+
+def _describe_exit(status: int | None) -> str:
+    if status is None:
+        return "ended"
+    if status < 0:
+        try:
+            return f"died of signal {signal.Signals(-status).name}"
+        except ValueError:
+            return f"died of signal {-status}"
+    # bubblewrap reports a signal that killed the worker as 128 + its number.
+    if status > 128:
+        try:
+            return f"died of signal {signal.Signals(status - 128).name}"
+        except ValueError:
+            pass
+    return f"exited with status {status}"
+
+
+def network_names(names: Iterable[str]) -> frozenset[str]:
+    """``network=``: plugin names, checked."""
+    if isinstance(names, str):
+        raise TypeError("network takes a list of plugin names, not one string")
+    found = frozenset(names)
+    for name in found:
+        if not isinstance(name, str):
+            raise TypeError(f"network takes plugin names, got {name!r}")
+    return found

@@ -1,0 +1,337 @@
+"""A confined plugin's worker: imports, activates and runs one plugin for its host.
+
+Run by the host inside the sandbox as ``python -I -m pegboard._worker IN OUT
+ANSWERS``, the three pipe descriptors of the protocol (`pegboard._wire`). What
+the plugin prints goes to standard error, never into the protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.to_thread
+
+from ._activation import Activation
+from ._config import PluginSpec
+from ._durable import dump_outcome, load_outcome
+from ._errors import ToolFailure
+from ._json import find_problem, thaw
+from ._outcome import Completed, Failed
+from ._pipeline import ExecuteEvent, encode_response, why
+from ._plugins import PluginError, Plugins
+from ._registry import Board, Registration, Scope, Tools
+from ._services import LocationInfo
+from ._tool import Progress, Tool, ToolContext, ToolResponse
+from ._wire import (
+    Channel,
+    Message,
+    dump_content,
+    dump_progress,
+    dump_tool,
+    frame,
+    load_definition,
+)
+
+__all__ = ("main",)
+
+
+class _Published:
+    """The plugin's registrations, and which of them the host has heard of."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.entries: dict[int, tuple[Registration, dict[str, Tool], str | None]] = {}
+        self.announced: set[int] = set()
+        self.withdrawn: set[int] = set()
+
+    def add(self, registration: Registration, tools: dict[str, Tool], namespace: str | None) -> int:
+        with self._lock:
+            key = len(self.entries)
+            self.entries[key] = (registration, tools, namespace)
+            return key
+
+    def changes(self) -> list[Message]:
+        """The ``registered`` and ``closed`` messages the host has not had yet."""
+        messages: list[Message] = []
+        with self._lock:
+            for key, (registration, tools, namespace) in self.entries.items():
+                if key not in self.announced:
+                    self.announced.add(key)
+                    messages.append(
+                        {
+                            "type": "registered",
+                            "key": key,
+                            "namespace": namespace,
+                            "tools": [dump_tool(name, tool) for name, tool in tools.items()],
+                        }
+                    )
+                if registration.closed and key not in self.withdrawn:
+                    self.withdrawn.add(key)
+                    messages.append({"type": "closed", "key": key})
+        return messages
+
+    def tool(self, key: int, name: str) -> Tool:
+        # A closed registration still executes what a request captured (law 7).
+        return self.entries[key][1][name]
+
+
+class _RecordingTools(Tools):
+    """The plugin's `Tools`: each registration is also announced to the host."""
+
+    __slots__ = ("_published", "_wake")
+
+    def __init__(self, board: Board, scope: Scope, published: _Published, wake: Any) -> None:
+        super().__init__(board, scope)
+        self._published = published
+        self._wake = wake
+
+    def register(self, tools: Mapping[str, Tool], *, namespace: str | None = None) -> Registration:
+        snapshot = dict(tools)
+        registration = super().register(snapshot, namespace=namespace)
+        self._published.add(registration, snapshot, namespace)
+        self._wake()
+        return registration
+
+
+class _Worker:
+    def __init__(self, channel: Channel, answers: int) -> None:
+        self.channel = channel
+        self.answers = answers
+        self.published = _Published()
+        self.board = Board()
+        self.calls: dict[int, anyio.CancelScope] = {}
+        self.loop_thread = threading.get_ident()
+        self.changed, self._changes = anyio.create_memory_object_stream[None](math.inf)
+        self.activation: Activation | None = None
+        self.plugin = ""
+
+    def wake(self) -> None:
+        if threading.get_ident() == self.loop_thread:
+            self.changed.send_nowait(None)
+        else:  # a sync hook, in a worker thread of this loop
+            anyio.from_thread.run_sync(self.changed.send_nowait, None)
+
+    def announce(self) -> None:
+        for message in self.published.changes():
+            self.channel.send(message)
+
+    async def follow_changes(self) -> None:
+        async with self._changes:
+            async for _ in self._changes:
+                self.announce()
+
+    def report(self, error: PluginError) -> None:
+        self.channel.send(
+            {
+                "type": "error",
+                "plugin": error.plugin,
+                "phase": error.phase,
+                "message": error.message,
+            }
+        )
+
+    async def serve(self) -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.channel.pump)
+            group.start_soon(self.follow_changes)
+            self.board.subscribe(self.wake)  # a registration closed: tell the host
+            try:
+                first = await self.channel.receive()
+                if first is None or first.get("type") != "activate":
+                    return
+                await self.activate(first, group)
+                while (message := await self.channel.receive()) is not None:
+                    kind = message["type"]
+                    if kind == "close":
+                        break
+                    if kind == "call":
+                        group.start_soon(self.call, message)
+                    elif kind == "cancel":
+                        scope = self.calls.get(message["id"])
+                        if scope is not None:
+                            scope.cancel()
+                    elif kind == "execute_after":
+                        group.start_soon(self.after, message)
+                    elif kind == "prepare_request":
+                        self.prepare(message)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if self.activation is not None:
+                        await self.activation.close()
+                    self.announce()
+                _drain(self.channel)
+                self.channel.close()
+                self.changed.close()
+                group.cancel_scope.cancel()
+
+    async def activate(self, message: Message, group: anyio.abc.TaskGroup) -> None:
+        self.plugin = name = message["plugin"]
+        for folder in reversed(message.get("path", [])):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+        plugins = Plugins.only(name, message["entry_point"])
+        self.activation = activation = Activation(
+            plugins,
+            LocationInfo(Path(message["root"])),
+            self.board,
+            services={},
+            timeout=float(message["timeout"]),
+            strict=False,
+            tools=functools.partial(_RecordingTools, published=self.published, wake=self.wake),
+        )
+        await activation.activate(
+            [PluginSpec(name, message.get("options", {}))], frozenset(), group
+        )
+        self.announce()
+        errors = [
+            {"plugin": error.plugin, "phase": error.phase, "message": error.message}
+            for error in activation.errors
+        ]
+        activation.on_record = self.report  # later failures reach the host as they happen
+        hooks = [hook for plugin in activation.active for hook in plugin.hooks]
+        self.channel.send(
+            {"type": "activated", "ok": bool(activation.active), "errors": errors, "hooks": hooks}
+        )
+
+    async def call(self, message: Message) -> None:
+        number = message["id"]
+        with anyio.CancelScope() as scope:
+            self.calls[number] = scope
+            try:
+                answer = await self._execute(message, scope)
+            finally:
+                del self.calls[number]
+        if answer is not None and not scope.cancel_called:
+            self.announce()  # tools the call registered are known before its result
+            self.channel.send({"id": number, **answer})
+
+    async def _execute(self, message: Message, scope: anyio.CancelScope) -> Message | None:
+        number = message["id"]
+        tool = self.published.tool(message["key"], message["name"])
+        try:
+            value = tool.input.decode(message["input"])
+        except ValueError as error:
+            return {"type": "refused", "kind": "invalid_input", "why": why(error)}
+
+        async def forward(update: Progress) -> None:
+            self.channel.send({"type": "progress", "id": number, "progress": dump_progress(update)})
+
+        context = ToolContext(**message["context"], progress=forward)
+        try:
+            if tool.is_async:
+                result = await tool.execute(value, context)
+            else:
+                result = await anyio.to_thread.run_sync(
+                    tool.execute, value, context, abandon_on_cancel=True
+                )
+        except ToolFailure as failure:
+            return {
+                "type": "failure",
+                "message": str(failure.message),
+                "metadata": _plain(failure.metadata),
+            }
+        except Exception as error:  # noqa: BLE001 - a defect is reported to the host, which raises it
+            return {"type": "defect", "error_type": type(error).__name__, "message": str(error)}
+        if scope.cancel_called:
+            return None
+        if isinstance(result, ToolResponse):
+            returned, content, metadata = result.output, result.content, result.metadata
+        elif tool.output is not None:
+            returned, content, metadata = result, None, None
+        else:
+            returned, content, metadata = None, result, None
+        try:
+            output, items = encode_response(tool, returned, content)
+        except ValueError as error:
+            return {"type": "refused", "kind": "invalid_output", "why": why(error)}
+        return {
+            "type": "result",
+            "output": thaw(output),
+            "content": dump_content(items),
+            "metadata": _plain(metadata),
+        }
+
+    async def after(self, message: Message) -> None:
+        number = message["id"]
+        activation = self.activation
+        answer: Message
+        try:
+            outcome = load_outcome(message["outcome"])
+            assert outcome.call is not None
+            assert activation is not None
+            event = ExecuteEvent(
+                outcome.call, message["name"], outcome, tuple(map(Path, message["managed"]))
+            )
+            replacement: object = None
+            for hook in activation.after_hooks():
+                replacement = await hook.run(event)
+            if replacement is not None and not isinstance(replacement, Completed | Failed):
+                raise TypeError(
+                    f"an execute_after hook returned a {type(replacement).__name__}; "
+                    "return a pegboard.Completed, a pegboard.Failed or None"
+                )
+            answer = {
+                "type": "replaced",
+                "outcome": None if replacement is None else dump_outcome(replacement),
+            }
+        except Exception as error:  # noqa: BLE001 - reported to the host, which fails the call
+            answer = {"type": "defect", "error_type": type(error).__name__, "message": str(error)}
+        self.channel.send({"id": number, **answer})
+
+    def prepare(self, message: Message) -> None:
+        activation = self.activation
+        answer: Message = {"type": "kept", "id": message["id"]}
+        try:
+            offered = [load_definition(data) for data in message["definitions"]]
+            kept = list(offered)
+            assert activation is not None
+            for _, hook in activation.prepare_hooks():
+                hook(kept, message["final_step"])
+            remaining = {id(definition) for definition in kept}
+            answer["kept"] = [
+                index for index, definition in enumerate(offered) if id(definition) in remaining
+            ]
+        except Exception as error:  # noqa: BLE001 - reported to the host, which records it
+            answer["error"] = f"{type(error).__name__}: {error}"
+        data = frame(answer)
+        while data:  # the host is waiting for exactly this
+            data = data[os.write(self.answers, data) :]
+
+
+def _plain(value: object) -> Any:
+    """``value`` as plain JSON, or None where it is not (the host would drop it too)."""
+    if value is None:
+        return None
+    plain = thaw(value)
+    if find_problem(plain, max_depth=512) is not None:
+        return None
+    return plain
+
+
+def _drain(channel: Channel) -> None:
+    """Write what is queued before the worker exits (the host may have stopped reading)."""
+    with contextlib.suppress(TimeoutError):
+        channel.flush_blocking(time.monotonic() + 2.0)
+
+
+def main(arguments: list[str]) -> None:
+    incoming, outgoing, answers = (int(argument) for argument in arguments[:3])
+    os.dup2(2, 1)  # what the plugin prints cannot corrupt the protocol
+    worker = _Worker(Channel(incoming, outgoing), answers)
+    anyio.run(worker.serve)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
