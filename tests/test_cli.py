@@ -60,7 +60,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site"
     site.mkdir()
     broken = "raise ImportError('no luck in [bold]parsing[/bold]')\n"
-    for name, source in [("clitest", PLUGIN), ("clibroken", broken)]:
+    for name, source in [("clitest", PLUGIN), ("clibroken", broken), ("cliwhere", WHERE)]:
         (site / f"pegboard_{name}.py").write_text(textwrap.dedent(source))
         info = site / f"{name}-0.3.0.dist-info"
         info.mkdir()
@@ -69,8 +69,24 @@ def environment(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env["CLI_WHERE_MARK"] = "the host's"  # a variable no confined worker sees
     env.pop("PEGBOARD_STRICT", None)
     return env
+
+
+#: A plugin whose one tool says whether it sees the host's environment.
+WHERE = """
+    import os
+    import pegboard
+
+    @pegboard.tool(description="Where am I?")
+    async def where(input, context):
+        return "in process" if os.environ.get("CLI_WHERE_MARK") else "confined"
+
+    @pegboard.hookimpl
+    def activate_location(tools):
+        tools.register({"where": where})
+"""
 
 
 @pytest.fixture
@@ -621,3 +637,19 @@ def test_call_says_on_standard_error_when_no_sandbox_confines_it(
         == result.stderr
     )
     assert "completed" == json.loads(result.stdout)["status"]
+
+
+@needs_sandbox
+def test_confine_chooses_where_an_untrusted_plugin_runs(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """An untrusted installed plugin runs confined by default; --confine off and --trust
+    bring it into the command's process."""
+    seen = {}
+    for flags in ((), ("--confine", "off"), ("--trust", "cliwhere")):
+        result = pegboard(
+            environment, "call", "where", "-l", str(workspace), "-p", "cliwhere", *flags
+        )
+        assert 0 == result.returncode, result.stderr
+        seen[flags] = result.stdout.splitlines()[0]
+    assert ["confined", "in process", "in process"] == list(seen.values())

@@ -1,4 +1,5 @@
-"""``--sandbox`` and ``--writable``: the host's choice of sandbox for a Location's commands."""
+"""``--sandbox``, ``--writable``, ``--confine``, ``--network``: the host's choice of sandbox
+for a Location's commands and its untrusted plugins."""
 
 from __future__ import annotations
 
@@ -35,10 +36,22 @@ def add_sandbox_options(command: argparse.ArgumentParser) -> None:
         help="let sandboxed commands write in DIR, an existing folder outside the Location "
         "(repeatable)",
     )  # fmt: skip
+    command.add_argument(
+        "--confine", choices=MODES, default="auto",
+        help="run each installed plugin you did not --trust in a sandboxed worker of its "
+        "own: auto (default) where a sandbox can, else leave it out saying why; required: "
+        "also refuse untrusted plugins that cannot be confined; off: run every plugin in "
+        "this process",
+    )  # fmt: skip
+    command.add_argument(
+        "--network", action="append", default=[], metavar="PLUGIN",
+        help="let confined plugin PLUGIN reach the network (repeatable)",
+    )  # fmt: skip
 
 
 def sandbox_settings(arguments: argparse.Namespace) -> dict[str, Any]:
-    """``sandbox=`` and ``writable=`` for `pegboard.Host.location`, each folder checked."""
+    """``sandbox=``, ``writable=``, ``confine=`` and ``network=`` for `pegboard.Host.location`,
+    each folder checked."""
     writable = []
     for folder in arguments.writable:
         # Checked here so that the mistake names the option the user typed.
@@ -48,7 +61,12 @@ def sandbox_settings(arguments: argparse.Namespace) -> dict[str, Any]:
                 f"--writable {folder}: {why}; name an existing folder that commands may write"
             )
         writable.append(folder)
-    return {"sandbox": arguments.sandbox, "writable": writable}
+    return {
+        "sandbox": arguments.sandbox,
+        "writable": writable,
+        "confine": arguments.confine,
+        "network": arguments.network,
+    }
 
 
 def sandbox_line(info: SandboxInfo) -> str:
