@@ -61,6 +61,7 @@ PARTS = (
     ),
     Part("startup", "bench_startup.py"),
     Part("sandbox", "bench_sandbox.py"),
+    Part("confined", "bench_confined.py"),
 )
 
 

@@ -20,16 +20,21 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 #: Every script in benchmarks/, found by listing the folder: none can rot unrun.
 SCRIPTS = sorted(path.name for path in BENCHMARKS.glob("bench_*.py"))
 
-#: bench_sandbox.py times bubblewrap: where none works it exits 1, saying why.
+#: bench_sandbox.py and bench_confined.py time bubblewrap: where none works they exit 1,
+#: saying why.
 WITHOUT_SANDBOX = detect("required").reason
 needs_sandbox = pytest.mark.skipif(
     WITHOUT_SANDBOX is not None, reason=f"no sandbox here: {WITHOUT_SANDBOX}"
 )
 
 
+#: The scripts that need the sandbox.
+SANDBOXED = {"bench_sandbox.py", "bench_confined.py"}
+
+
 def with_marks(scripts: list[str]) -> list[Any]:
     return [
-        pytest.param(script, marks=needs_sandbox) if script == "bench_sandbox.py" else script
+        pytest.param(script, marks=needs_sandbox) if script in SANDBOXED else script
         for script in scripts
     ]
 
@@ -51,6 +56,7 @@ TARGET_RUNS = {
     "bench_startup.py": [],
     "bench_builtin.py": ["--only", "read", "--rounds", "1"],
     "bench_sandbox.py": [],
+    "bench_confined.py": [],
 }
 
 #: The keys of each target in a script's --json output.
@@ -72,6 +78,9 @@ LIMITS = {
     "`pegboard --help` / `python -c pass`": 3.0,
     "`pegboard tools` / `python -c pass`": 6.0,
     "bash `true`, sandbox='required' / sandbox='off'": 2.0,
+    "add, confined - add, confine='off', per call": 150.0,
+    "add, confined / add via `pegboard serve` and the mcp mount": 0.3,
+    "open 10 plugins, confined - open 10 plugins, confine='off'": 1500.0,
 }
 
 
@@ -144,7 +153,17 @@ def test_bench_targets_quick_run_has_a_row_per_target(tmp_path: Path) -> None:
     """The whole quick run: each part's JSON parses and each of its targets is a table row."""
     result = run("bench_targets.py", "--quick", "--keep", str(tmp_path))
     assert 0 == result.returncode, result.stderr
-    names = ("calls", "construction", "scale", "bounding", "storage", "read", "startup", "sandbox")
+    names = (
+        "calls",
+        "construction",
+        "scale",
+        "bounding",
+        "storage",
+        "read",
+        "startup",
+        "sandbox",
+        "confined",
+    )
     rows = [row for name in names for row in check_targets(tmp_path / f"{name}.json")]
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     for row in rows:
