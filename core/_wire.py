@@ -108,9 +108,15 @@ class Channel:
         """Queue ``message`` for the pump to write."""
         if self.broken:
             return
+        queued = bool(self._write)
         self._write += frame(message)
-        with contextlib.suppress(anyio.ClosedResourceError):  # closing: flush_blocking writes it
-            self._wake.send_nowait(None)
+        if not queued:
+            # Straight into the pipe while it has room: no task switch to the pump.
+            # With frames queued, the pump writes this one after them, in order.
+            self._write_some()
+        if self._write:
+            with contextlib.suppress(anyio.ClosedResourceError):  # closing: flush_blocking
+                self._wake.send_nowait(None)
 
     def close(self) -> None:
         """Stop the pump once it has written what is queued (the descriptors stay open)."""
