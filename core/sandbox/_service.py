@@ -234,18 +234,25 @@ class Sandbox:
                 yield Confinement(policy, environment, tmpdir, landlock=_landlock.abi())
                 return
             bwrap, _ = _bubblewrap.probe()
-            if network:
-                yield Confinement(policy, environment, tmpdir, bwrap)
-                return
-            # Without the network, no Unix socket either (see _seccomp.py).
-            with _bubblewrap.seccomp_descriptor() as seccomp:
-                yield Confinement(policy, environment, tmpdir, bwrap, seccomp)
+            assert bwrap is not None  # info says bubblewrap: its probe found one
+            with _bubblewrapped(policy, bwrap) as confinement:
+                yield confinement
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
             _rules_file(tmpdir).unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.mode}: {self.info.describe()}>"
+
+
+@contextlib.contextmanager
+def _bubblewrapped(policy: Policy, bwrap: str) -> Iterator[Confinement]:
+    """``policy`` under ``bwrap``: without the network, no Unix socket either (_seccomp.py)."""
+    if policy.network:
+        yield Confinement(policy, policy.environment, policy.tmpdir, bwrap)
+        return
+    with _bubblewrap.seccomp_descriptor() as seccomp:
+        yield Confinement(policy, policy.environment, policy.tmpdir, bwrap, seccomp)
 
 
 def _rules_file(tmpdir: Path) -> Path:
@@ -322,10 +329,7 @@ def isolated(*, readable: Iterable[Path], network: bool = False) -> Iterator[Con
             environment=environment,
             tmpdir=tmpdir,
         )
-        if network:
-            yield Confinement(policy, environment, tmpdir, bwrap)
-            return
-        with _bubblewrap.seccomp_descriptor() as seccomp:
-            yield Confinement(policy, environment, tmpdir, bwrap, seccomp)
+        with _bubblewrapped(policy, bwrap) as confinement:
+            yield confinement
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
