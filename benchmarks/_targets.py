@@ -19,6 +19,7 @@ __all__ = (
     "Reading",
     "add_json_option",
     "command_line",
+    "difference",
     "load",
     "paired",
     "quietest",
@@ -109,6 +110,28 @@ def ratio(
         figure=figure,
         unit="x",
         quietest=quietest(ours, theirs, operator.truediv),
+        limit=limit,
+        met=within(figure, limit),
+    )
+
+
+def difference(
+    quantity: str,
+    ours: Sequence[float],
+    theirs: Sequence[float],
+    *,
+    scale: float,
+    unit: str,
+    limit: float | None = None,
+) -> Reading:
+    """The reading of ``ours - theirs``, paired within each round, in ``unit`` (``scale``
+    per second), against ``limit``."""
+    figure = paired(ours, theirs, operator.sub) * scale
+    return Reading(
+        quantity=quantity,
+        figure=figure,
+        unit=unit,
+        quietest=quietest(ours, theirs, operator.sub) * scale,
         limit=limit,
         met=within(figure, limit),
     )

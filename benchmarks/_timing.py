@@ -1,12 +1,16 @@
-"""What the benchmark scripts share: timing without the garbage collector."""
+"""What the benchmark scripts share: timing without the garbage collector, in rounds."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 
-__all__ = ("collector_paused",)
+__all__ = ("Job", "collector_paused", "time_rounds")
+
+#: One timed thing to do: a function, or a coroutine function, of no arguments.
+Job = Callable[[], Awaitable[None] | None]
 
 
 @contextlib.contextmanager
@@ -19,3 +23,27 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+async def time_rounds(
+    contenders: dict[str, Job], rounds: int, calls: int
+) -> dict[str, list[float]]:
+    """Seconds per call of each contender, one figure per round (the mean of its batch).
+
+    The contenders take turns within a round, the order rotated each round so
+    that none always runs first.
+    """
+    samples: dict[str, list[float]] = {label: [] for label in contenders}
+    labels = list(contenders)
+    for round_ in range(rounds):
+        shift = round_ % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            job = contenders[label]
+            with collector_paused():
+                started = time.perf_counter()
+                for _ in range(calls):
+                    pending = job()
+                    if pending is not None:
+                        await pending
+                samples[label].append((time.perf_counter() - started) / calls)
+    return samples

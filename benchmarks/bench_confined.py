@@ -42,13 +42,13 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _targets import Reading, add_json_option, paired, quietest, ratio, within, write
-from _timing import collector_paused
+from _targets import Reading, add_json_option, difference, paired, ratio, write
+from _timing import Job, collector_paused, time_rounds
 
 import pegboard
 from pegboard.sandbox import detect, installation, isolated
@@ -97,7 +97,6 @@ OPEN_ONE_ON = "open 1 plugin, confined"
 IMPORT = '`python -I -c "import pegboard._worker"`'
 IMPORT_SANDBOXED = f"{IMPORT} in the worker's sandbox"
 
-Job = Callable[[], Awaitable[None]]
 
 #: The child of the echo contender: each line it reads, written back at once.
 ECHO_CHILD = """
@@ -175,23 +174,6 @@ def checked(location: pegboard.Location, confined: bool) -> pegboard.Location:
     return location
 
 
-async def time_calls(contenders: dict[str, Job], rounds: int, calls: int) -> dict[str, list[float]]:
-    """Seconds per call of each contender, one figure per round (the mean of its batch)."""
-    samples: dict[str, list[float]] = {label: [] for label in contenders}
-    labels = list(contenders)
-    for round_ in range(rounds):
-        # Rotate the order so no contender always runs first.
-        shift = round_ % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            job = contenders[label]
-            with collector_paused():
-                started = time.perf_counter()
-                for _ in range(calls):
-                    await job()
-                samples[label].append((time.perf_counter() - started) / calls)
-    return samples
-
-
 Opening = Callable[[], contextlib.AbstractAsyncContextManager[pegboard.Location]]
 
 
@@ -247,26 +229,6 @@ def time_imports(site: Path, rounds: int) -> dict[str, list[float]]:
                 )
                 samples[label].append(time.perf_counter() - started)
     return samples
-
-
-def difference(
-    quantity: str,
-    ours: list[float],
-    theirs: list[float],
-    scale: float,
-    unit: str,
-    limit: float | None,
-) -> Reading:
-    """``ours - theirs``, paired within each round, in ``unit`` (``scale`` per second)."""
-    figure = paired(ours, theirs, operator.sub) * scale
-    return Reading(
-        quantity=quantity,
-        figure=figure,
-        unit=unit,
-        quietest=quietest(ours, theirs, operator.sub) * scale,
-        limit=limit,
-        met=within(figure, limit),
-    )
 
 
 def shown(reading: Reading) -> str:
@@ -336,8 +298,8 @@ async def main(arguments: argparse.Namespace) -> None:
         host = pegboard.Host()
         async with call_locations(host, scratch, site, mount) as jobs:
             # One untimed round: imports, the first schema compiled, the server warmed.
-            await time_calls(jobs, 1, 5)
-            calls_taken = await time_calls(jobs, rounds, calls)
+            await time_rounds(jobs, 1, 5)
+            calls_taken = await time_rounds(jobs, rounds, calls)
 
         def opening(plugins: list[str], confine: pegboard.ConfineMode) -> Opening:
             root = scratch / f"open-{len(plugins)}-{confine}"
@@ -384,9 +346,9 @@ async def main(arguments: argparse.Namespace) -> None:
             f"{CONFINED} - {IN_PROCESS}, per call",
             calls_taken[CONFINED],
             calls_taken[IN_PROCESS],
-            1e6,
-            "µs",
-            CALL_TARGET,
+            scale=1e6,
+            unit="µs",
+            limit=CALL_TARGET,
         )
     ]
     if mount:
@@ -408,23 +370,26 @@ async def main(arguments: argparse.Namespace) -> None:
             met=None,
         ),
         difference(
-            f"{OPEN_ON} - {OPEN_OFF}", opened[OPEN_ON], opened[OPEN_OFF], 1e3, "ms", OPEN_TARGET
+            f"{OPEN_ON} - {OPEN_OFF}",
+            opened[OPEN_ON],
+            opened[OPEN_OFF],
+            scale=1e3,
+            unit="ms",
+            limit=OPEN_TARGET,
         ),
         difference(
             f"{OPEN_ONE_ON} - {OPEN_ONE_OFF}",
             opened[OPEN_ONE_ON],
             opened[OPEN_ONE_OFF],
-            1e3,
-            "ms",
-            None,
+            scale=1e3,
+            unit="ms",
         ),
         difference(
             f"{IMPORT_SANDBOXED} - bare",
             imports[IMPORT_SANDBOXED],
             imports[IMPORT],
-            1e3,
-            "ms",
-            None,
+            scale=1e3,
+            unit="ms",
         ),
     ]
     print("\n## Against the targets\n")

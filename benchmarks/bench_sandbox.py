@@ -32,13 +32,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import anyio
-from _targets import Reading, add_json_option, paired, quietest, ratio, write
-from _timing import collector_paused
+from _targets import add_json_option, difference, paired, ratio, write
+from _timing import Job, time_rounds
 
 import pegboard
 from pegboard.plugins_builtin._shell import _DRAIN_SECONDS, _REAPER
@@ -65,7 +64,6 @@ REAPER = "subreaper, `bash -c true`"
 BWRAP_REAPER = "`bwrap …` subreaper, `bash -c true`"
 
 #: A tool call (awaited) or a process run with ``subprocess.run`` (blocking, as timed).
-Job = Callable[[], Awaitable[None] | None]
 
 
 def generate(root: Path, files: int) -> None:
@@ -141,39 +139,6 @@ def under_reaper(sandbox: pegboard.Sandbox | None, cwd: Path) -> Job:
     return run
 
 
-async def time_rounds(
-    contenders: dict[str, Job], rounds: int, calls: int
-) -> dict[str, list[float]]:
-    """Seconds per call of each contender, one figure per round (the mean of its batch)."""
-    samples: dict[str, list[float]] = {label: [] for label in contenders}
-    labels = list(contenders)
-    for round_ in range(rounds):
-        # Rotate the order so no contender always runs first.
-        shift = round_ % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            job = contenders[label]
-            with collector_paused():
-                started = time.perf_counter()
-                for _ in range(calls):
-                    pending = job()
-                    if pending is not None:
-                        await pending
-                samples[label].append((time.perf_counter() - started) / calls)
-    return samples
-
-
-def difference(quantity: str, ours: list[float], theirs: list[float]) -> Reading:
-    """``ours - theirs`` in milliseconds, paired within each round; shown with no target."""
-    return Reading(
-        quantity=quantity,
-        figure=paired(ours, theirs, operator.sub) * 1e3,
-        unit="ms",
-        quietest=quietest(ours, theirs, operator.sub) * 1e3,
-        limit=None,
-        met=None,
-    )
-
-
 def ms(samples: list[float]) -> str:
     return f"{statistics.median(samples) * 1e3:.2f} ms"
 
@@ -240,10 +205,16 @@ async def main(arguments: argparse.Namespace) -> None:
         f"{ON_DENY}, {count:,} files / sandbox='off', wall", samples[ON_DENY], samples[OFF], None
     )
     walk = difference(
-        f"{ON_DENY}, {count:,} files - no rule denying, per call", samples[ON_DENY], samples[ON]
+        f"{ON_DENY}, {count:,} files - no rule denying, per call",
+        samples[ON_DENY],
+        samples[ON],
+        scale=1e3,
+        unit="ms",
     )
-    added = difference(f"{ON} - sandbox='off'", samples[ON], samples[OFF])
-    bwrap_alone = difference(f"{BWRAP} - {TRUE}", samples[BWRAP], samples[TRUE])
+    added = difference(f"{ON} - sandbox='off'", samples[ON], samples[OFF], scale=1e3, unit="ms")
+    bwrap_alone = difference(
+        f"{BWRAP} - {TRUE}", samples[BWRAP], samples[TRUE], scale=1e3, unit="ms"
+    )
     print("\n## Against the target\n")
     print("| quantity | median | quietest round | limit | verdict |")
     print("| --- | --- | --- | --- | --- |")
