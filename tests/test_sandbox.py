@@ -474,3 +474,18 @@ def test_law_enforced_authority_an_isolated_process_reads_only_what_it_is_given(
     assert "OSError" == seen["prefix"]  # read-only: the installation cannot be changed
     assert "SECRET_TOKEN" not in seen["env"]
     assert "/tmp" == seen["env"]["HOME"]
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{"A=B": "x"}, {"": "x"}, {"NAME": 5}, {3: "x"}],
+    ids=["equals sign", "empty name", "not a string", "name not a string"],
+)
+async def test_what_the_host_passes_to_commands_is_checked(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, environment: dict[Any, Any]
+) -> None:
+    """environment= takes variables and strings only: anything else is a clear error when
+    the Location opens, never a command started with a broken environment."""
+    with pytest.raises(pegboard.ConfigError, match="is not a variable and a string"):
+        async with host.location(workspace, storage=storage_dir, environment=environment):
+            pass
