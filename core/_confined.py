@@ -39,7 +39,7 @@ from ._wire import (
     read_blocking,
 )
 
-__all__ = ("ConfineMode", "Confining", "Worker", "network_names")
+__all__ = ("ConfineMode", "Confining", "Worker", "confinement_missing", "network_names")
 
 logger = logging.getLogger("pegboard")
 
@@ -50,6 +50,9 @@ _MODES = ("auto", "required", "off")
 #: The longest line of a worker's standard error passed on to the log.
 _LINE = 2000
 Record = Callable[[PluginError, "BaseException | None"], None]
+
+#: The messages that answer a call: it is over in the worker.
+_ANSWERS = frozenset({"result", "failure", "refused", "defect"})
 
 #: How long ``location.prepare()`` waits for a confined ``prepare_request`` hook: it
 #: waits with the event loop held, so an untrusted plugin gets little of it.
@@ -93,6 +96,19 @@ class Confining:
         return "confined"
 
 
+def confinement_missing() -> str | None:
+    """Why no sandbox can confine a plugin's worker here, or None while one can."""
+    from .sandbox import detect
+
+    info = detect("auto")
+    if info.kind == "bubblewrap":
+        return None
+    if info.kind is None:
+        return info.reason
+    # Landlock has no PID namespace: what a worker starts could outlive it.
+    return "confined plugins need bubblewrap (a PID namespace); only Landlock works here"
+
+
 class Worker:
     """One confined plugin's worker process, and the host's side of the protocol.
 
@@ -125,6 +141,12 @@ class Worker:
         self.dead: str | None = None
         #: The hooks the plugin implements (known once it activated).
         self.hooks: tuple[str, ...] = ()
+        #: Seconds importing the plugin took in the worker (known once it activated).
+        self.import_seconds: float | None = None
+        #: How many calls were sent to the worker.
+        self.calls_sent = 0
+        #: The calls running in the worker, including cancelled ones not yet over there.
+        self.running: set[int] = set()
 
     async def start(
         self,
@@ -188,6 +210,7 @@ class Worker:
             async with waiting:
                 async for message in waiting:
                     self.hooks = tuple(message.get("hooks", ()))
+                    self.import_seconds = message.get("import_seconds")
                     return message
                 return None  # died first
         self.kill()
@@ -238,7 +261,18 @@ class Worker:
                     self._activated = None
             elif kind == "error":
                 self._record_error(message)
+            elif kind == "ended":  # a call the host cancelled is over in the worker
+                self.running.discard(message["id"])
+                if message["discarded"]:
+                    logger.warning(
+                        "discarded the result of tool %r (call %s): the call was cancelled "
+                        "while it ran",
+                        message["name"],
+                        message["call_id"],
+                    )
             else:
+                if kind in _ANSWERS:
+                    self.running.discard(message["id"])
                 stream = self._pending.get(message.get("id", 0))
                 if stream is not None:
                     stream.send_nowait(message)
@@ -255,6 +289,7 @@ class Worker:
                 status = await process.wait()
         why = self._why or _describe_exit(status)
         self.dead = why
+        self.running.clear()
         if self._activated is not None:
             self._activated.close()
         for stream in self._pending.values():
@@ -324,6 +359,8 @@ class Worker:
                     "context": identity,
                 }
             )
+            self.calls_sent += 1
+            self.running.add(number)
             async with receive:
                 async for message in receive:
                     kind = message["type"]
@@ -383,6 +420,24 @@ class Worker:
                         )
                     return None  # died meanwhile: recorded; the call goes on without it
             return None
+        finally:
+            self._pending.pop(number).close()
+
+    async def ping(self) -> bool:
+        """Wait for the worker's event loop to answer; False when the worker is gone.
+
+        The answer is late by as long as the plugin holds that loop."""
+        if self.dead is not None or self._channel is None:
+            return False
+        number = next(self._numbers)
+        send, receive = anyio.create_memory_object_stream[Message](1)
+        self._pending[number] = send
+        try:
+            self._channel.send({"type": "ping", "id": number})
+            async with receive:
+                async for _ in receive:
+                    return True
+            return False
         finally:
             self._pending.pop(number).close()
 

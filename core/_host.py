@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from . import _confined
 from ._activation import Activation
 from ._bounding import OutputLimits
 from ._config import (
@@ -33,7 +34,7 @@ from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
 from ._services import LocationInfo
 from ._storage import ManagedStorage
-from .sandbox import Mode, Sandbox, detect
+from .sandbox import Mode, Sandbox
 
 if TYPE_CHECKING:
     from .codemode import CodeModeLimits
@@ -77,10 +78,14 @@ class Host:
         return self._plugins.info(load=load)
 
     def add_plugin(self, name: str, plugin: object) -> None:
-        """Install an in-process plugin under ``name``, as if an entry point named it.
+        """Install a plugin under ``name``, as if an entry point named it.
 
-        ``plugin`` is a module or any object with `pegboard.hookimpl` methods.
-        Like an installed plugin, it takes part only where a Location enables it.
+        ``plugin`` is a ``"module"`` or ``"module:attribute"`` reference, imported
+        only where a Location enables it and, like an installed plugin the host
+        did not trust, confined to a worker of its own; or a module or any object
+        with `pegboard.hookimpl` methods, already in the host's process and run
+        there. Like an installed plugin, it takes part only where a Location
+        enables it. A reference whose module cannot be found raises `ValueError`.
         """
         self._plugins.add(name, plugin)
 
@@ -277,13 +282,7 @@ class Host:
 
 async def _confinement_missing() -> str | None:
     """Why no sandbox can confine a plugin's worker here, or None while one can."""
-    info = await anyio.to_thread.run_sync(detect, "auto")
-    if info.kind == "bubblewrap":
-        return None
-    if info.kind is None:
-        return info.reason
-    # Landlock has no PID namespace: what a worker starts could outlive it.
-    return "confined plugins need bubblewrap (a PID namespace); only Landlock works here"
+    return await anyio.to_thread.run_sync(_confined.confinement_missing)
 
 
 def _limits(config: LocationConfig, root: Path) -> OutputLimits:

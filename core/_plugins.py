@@ -8,6 +8,7 @@ import importlib
 import inspect
 import logging
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -152,12 +153,25 @@ class Plugins:
         self._entries = entries
         return entries
 
-    def add(self, name: str, plugin: object) -> None:
-        """Install an in-process plugin (a module or object with hookimpls) as ``name``."""
+    def add(self, name: str, plugin: object, *, folder: str | None = None) -> None:
+        """Install ``plugin`` as ``name``: a module or object with hookimpls (in
+        process), or a ``module[:attribute]`` reference imported only when enabled,
+        as an entry point's value is. ``folder`` is the ``sys.path`` entry the
+        reference imports from (found when not given)."""
         entries = self._scan()
         if name in entries:
             raise ValueError(f"a plugin named {name!r} is already installed")
-        entries[name] = _Entry(name, lambda: plugin)
+        if not isinstance(plugin, str):
+            entries[name] = _Entry(name, lambda: plugin)
+            return
+        module = plugin.partition(":")[0]
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            raise ValueError(
+                f"plugin {name!r}: {plugin!r} is not a 'module' or 'module:attribute' reference"
+            )
+        folder = folder if folder is not None else _module_folder(module)
+        load = functools.partial(_load_reference, plugin, folder)
+        entries[name] = _Entry(name, load, source=(plugin, folder))
 
     @classmethod
     def only(cls, name: str, value: str) -> Plugins:
@@ -321,6 +335,34 @@ def _folder(point: Any) -> str | None:
     except (AttributeError, NotImplementedError):
         return None
     return None if located is None else str(located)
+
+
+def _module_folder(module: str) -> str:
+    """The ``sys.path`` entry ``module`` would be imported from, found without importing it."""
+    import importlib.util
+
+    top = module.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise ValueError(f"no module named {top!r} can be imported; install it or fix the name")
+    if spec.submodule_search_locations:
+        return str(Path(next(iter(spec.submodule_search_locations))).parent)
+    if spec.origin is None or not spec.has_location:
+        raise ValueError(f"module {top!r} is built in, not a plugin that can be imported")
+    return str(Path(spec.origin).parent)
+
+
+def _load_reference(reference: str, folder: str | None) -> object:
+    import sys
+
+    import importlib_metadata
+
+    if folder is not None and folder not in sys.path:
+        sys.path.append(folder)
+    return importlib_metadata.EntryPoint("", reference, ENTRY_POINT_GROUP).load()
 
 
 def _pegboard_metadata() -> tuple[str | None, str | None]:

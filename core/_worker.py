@@ -166,6 +166,8 @@ class _Worker:
                         group.start_soon(self.after, message)
                     elif kind == "prepare_request":
                         self.prepare(message)
+                    elif kind == "ping":  # answered by the event loop: late when it is held
+                        self.channel.send({"type": "pong", "id": message["id"]})
             finally:
                 with anyio.CancelScope(shield=True):
                     if self.activation is not None:
@@ -182,6 +184,10 @@ class _Worker:
             if folder not in sys.path:
                 sys.path.insert(0, folder)
         plugins = Plugins.only(name, message["entry_point"])
+        started = time.perf_counter()
+        with contextlib.suppress(PluginError):  # the activation records it
+            plugins.load(name)
+        imported = time.perf_counter() - started
         self.activation = activation = Activation(
             plugins,
             LocationInfo(Path(message["root"])),
@@ -202,18 +208,39 @@ class _Worker:
         activation.on_record = self.report  # later failures reach the host as they happen
         hooks = [hook for plugin in activation.active for hook in plugin.hooks]
         self.channel.send(
-            {"type": "activated", "ok": bool(activation.active), "errors": errors, "hooks": hooks}
+            {
+                "type": "activated",
+                "ok": bool(activation.active),
+                "errors": errors,
+                "hooks": hooks,
+                "import_seconds": imported,
+            }
         )
 
     async def call(self, message: Message) -> None:
         number = message["id"]
+        answer: Message | None = None
         with anyio.CancelScope() as scope:
             self.calls[number] = scope
             try:
                 answer = await self._execute(message, scope)
             finally:
                 del self.calls[number]
-        if answer is not None and not scope.cancel_called:
+        if scope.cancel_called:
+            # The host stopped waiting; it hears when the tool is done, and whether it
+            # returned although cancelled (said as for a tool in its own process).
+            discarded = answer is not None or not scope.cancelled_caught
+            self.channel.send(
+                {
+                    "type": "ended",
+                    "id": number,
+                    "discarded": discarded,
+                    "name": message["name"],
+                    "call_id": message["context"]["call_id"],
+                }
+            )
+            return
+        if answer is not None:
             self.announce()  # tools the call registered are known before its result
             self.channel.send({"id": number, **answer})
 

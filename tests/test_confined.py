@@ -107,15 +107,57 @@ async def test_law_host_authority_trust_and_off_run_a_plugin_in_process(
             assert ["calc_add"] == [d.name for d in location.prepare().definitions]
 
 
+async def test_a_plugin_added_by_reference_is_imported_only_confined(
+    tmp_path: Path, workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """host.add_plugin with a 'module:attribute' reference: no packaging, still confined."""
+    folder = tmp_path / "loose"
+    folder.mkdir()
+    module = f"pegboard_loose_{tmp_path.name.replace('-', '_')}"
+    plugin = "\nclass Plugin:\n    activate_location = staticmethod(activate_location)\n"
+    (folder / f"{module}.py").write_text(textwrap.dedent(ADD) + plugin)
+    sys.path.insert(0, str(folder))
+    try:
+        host = pegboard.Host()
+        host.add_plugin("calc", f"{module}:Plugin")
+        async with host.location(workspace, plugins=["calc"], storage=storage_dir) as location:
+            assert () == location.plugin_errors
+            (info,) = location.plugin_info
+            assert info.confined is True
+            request = location.prepare()
+            outcome = await request.execute(
+                pegboard.ToolCall("calc_add", '{"a": 2, "b": 40}', context())
+            )
+            assert "42" == texts(outcome)
+        assert module not in sys.modules  # the host never imported it
+        async with host.location(
+            workspace, plugins=["calc"], storage=storage_dir, trusted=["calc"]
+        ) as location:
+            (info,) = location.plugin_info
+            assert info.confined is False
+            assert ["calc_add"] == [d.name for d in location.prepare().definitions]
+        assert module in sys.modules
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(module, None)
+
+
+def test_a_reference_to_no_module_is_a_clear_error() -> None:
+    host = pegboard.Host()
+    with pytest.raises(ValueError, match="no module named 'pegboard_nowhere_at_all'"):
+        host.add_plugin("gone", "pegboard_nowhere_at_all:plugin")
+    with pytest.raises(ValueError, match="not a 'module' or 'module:attribute' reference"):
+        host.add_plugin("bad", "not a module")
+
+
 async def test_without_a_sandbox_an_untrusted_plugin_is_not_activated_and_told_how_to_opt_out(
     install: Install, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     install("calc", ADD)
 
-    async def missing() -> str:
-        return "bubblewrap is not installed"
-
-    monkeypatch.setattr("pegboard._host._confinement_missing", missing)
+    monkeypatch.setattr(
+        "pegboard._confined.confinement_missing", lambda: "bubblewrap is not installed"
+    )
     for mode in ("auto", "required"):
         host = pegboard.Host()
         async with host.location(

@@ -51,6 +51,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help='an example call, repeatable: {"tool": ..., "input": {...}, "expect": "completed"}',
     )
+    parser.add_argument(
+        "--confine",
+        choices=("auto", "required", "off"),
+        help="where the plugin runs: auto (default) confined unless --trusted, as hosts run "
+        "it (in this process where no sandbox works); required: confined or not at all; "
+        "off: in this process",
+    )
     parser.add_argument("--files", help="a folder every fresh Location starts with")
     parser.add_argument("--timeout", type=float, help="seconds one call may take (default 10)")
     parser.add_argument(

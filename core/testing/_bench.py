@@ -16,10 +16,12 @@ import anyio.to_thread
 import attrs
 
 import pegboard
-from pegboard import hookimpl
+from pegboard import _confined, hookimpl
+from pegboard._confined import ConfineMode, Worker
 
+from .._plugins import BUILTIN_MODULES
 from ._report import NotJudged
-from ._subject import Subject, seed_files
+from ._subject import Installed, Subject, seed_files
 
 __all__ = ("Bench", "CallResult", "CallTimeout", "Opened", "describe_error", "describe_outcome")
 
@@ -148,7 +150,9 @@ class Bench:
         self.host = pegboard.Host(strict=False, activation_timeout=subject.timeout)
         self._observer = _Observer()
         self.host.add_plugin(_OBSERVER, self._observer)
-        self.name = subject.install(self.host)
+        installed = subject.install(self.host)
+        self.name = installed.name
+        self.confine, self.where = _placement(subject, installed)
         self._folders = itertools.count(1)
         self._calls = itertools.count(1)
 
@@ -180,7 +184,8 @@ class Bench:
             self.host.location(
                 root,
                 plugins=[_OBSERVER, spec],
-                trusted=[self.name] if self.subject.trusted else [],
+                trusted=[_OBSERVER, self.name] if self.subject.trusted else [_OBSERVER],
+                confine=self.confine,
                 storage=self.storage,
                 permissions=() if blocking else _ALLOW_ALL,
                 approver=_never_answer if blocking else _approve_once,
@@ -191,6 +196,19 @@ class Bench:
                 if problem is not None:
                     raise NotJudged(f"the plugin did not activate ({problem}); see activation")
             yield Opened(location, root)
+
+    @property
+    def confined(self) -> bool:
+        """Whether the plugin under test runs in a sandboxed worker of its own."""
+        return self.where.startswith("confined")
+
+    def worker(self, location: pegboard.Location) -> Worker | None:
+        """The worker process the plugin under test runs in, in ``location``."""
+        activation = location._activation
+        for plugin in () if activation is None else activation.active:
+            if plugin.name == self.name:
+                return plugin.worker
+        return None
 
     def setup_error(self, location: pegboard.Location) -> str | None:
         """Why the plugin is not active in ``location``, or ``None`` if it is."""
@@ -241,6 +259,27 @@ class Bench:
     def forget(self, call_id: str) -> pegboard.Outcome | None:
         """The observed outcome of ``call_id``, removed from the record."""
         return self._observer.seen.pop(call_id, None)
+
+
+def _placement(subject: Subject, installed: Installed) -> tuple[ConfineMode, str]:
+    """The ``confine`` choice the Locations get, and where the plugin runs, in words."""
+    if installed.name in BUILTIN_MODULES:
+        return "off", "in the checks' process, as every host runs a built-in plugin"
+    if subject.trusted:
+        return "off", "in the checks' process, as hosts run a plugin they trust"
+    if subject.confine == "off":
+        return "off", "in the checks' process (confine off), as a host with confine='off' runs it"
+    if installed.unnamed is not None:
+        return subject.confine, f"in the checks' process: {installed.unnamed}"
+    missing = _confined.confinement_missing()
+    if missing is None:
+        return subject.confine, "confined, in a sandboxed worker of its own, as hosts run it"
+    if subject.confine == "required":
+        return "required", f"nowhere: it must run confined, and {missing}"
+    return "off", (
+        f"in the checks' process, since no sandbox can confine it here ({missing}); hosts "
+        "where one can run it confined"
+    )
 
 
 def describe_outcome(outcome: pegboard.Outcome) -> str:

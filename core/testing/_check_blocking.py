@@ -14,8 +14,10 @@ import anyio.to_thread
 import attrs
 import importlib_metadata
 
+from pegboard._confined import Worker
+
 from .._plugins import BUILTIN_MODULES
-from ._bench import Bench, describe_error
+from ._bench import Bench, Opened, describe_error
 from ._check_generated import exercise_once
 from ._report import Findings
 
@@ -73,6 +75,22 @@ class Watchdog:
             if late > self.threshold:
                 self.stalls.append((before + TICK, late))
 
+    async def follow(self, worker: Worker) -> None:
+        """Watch a confined plugin's event loop, from here, until cancelled or it is gone.
+
+        Each ping is answered by the worker's event loop, so an answer later than
+        ``threshold`` means the plugin held that loop. Nothing the plugin does in
+        its process changes when the answer arrives here.
+        """
+        while True:
+            before = time.monotonic()
+            await anyio.sleep(TICK)
+            if not await worker.ping():
+                return
+            late = time.monotonic() - before - TICK
+            if late > self.threshold:
+                self.stalls.append((before + TICK, late))
+
     @contextlib.contextmanager
     def activity(self, label: str) -> Iterator[None]:
         """Label what runs inside the block."""
@@ -105,6 +123,20 @@ class Watchdog:
 
 
 @contextlib.asynccontextmanager
+async def following(dog: Watchdog, worker: Worker | None) -> AsyncIterator[None]:
+    """While the block runs, ``dog`` also watches ``worker``'s event loop (if any)."""
+    if worker is None:
+        yield
+        return
+    async with anyio.create_task_group() as group:
+        group.start_soon(dog.follow, worker)
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
 async def watching(threshold: float) -> AsyncIterator[Watchdog]:
     """A running `Watchdog`, stopped when the block ends."""
     dog = Watchdog(threshold)
@@ -130,11 +162,18 @@ async def watching(threshold: float) -> AsyncIterator[Watchdog]:
 
 
 async def blocking(bench: Bench, findings: Findings) -> None:
-    """Import time; then activation, calls and teardown under the watchdog."""
-    await _import_time(bench, findings)
+    """Import time; then activation, calls and teardown under the watchdog.
+
+    A confined plugin's event loop is in its worker: the watchdog pings it there
+    during the calls and hooks (its activation and teardown hold only its worker).
+    """
+    if not bench.confined:
+        await _import_time(bench, findings)
     # One unwatched round first: what runs once per process (the plugin's import,
     # pegboard's and the kit's own lazy imports) is measured by the import time.
     async with bench.open("blocking-warm-up") as opened:
+        if bench.confined:
+            _worker_import_time(bench, opened, findings)
         request = opened.location.prepare()
         for name, definition in sorted(opened.tools().items()):
             if name not in bench.subject.skip:
@@ -145,6 +184,7 @@ async def blocking(bench: Bench, findings: Findings) -> None:
         with dog.activity(f"activating plugin {bench.name!r} (activate_location)"):
             opened = await stack.enter_async_context(bench.open("blocking"))
         try:
+            await stack.enter_async_context(following(dog, bench.worker(opened.location)))
             request = opened.location.prepare()
             for name, definition in sorted(opened.tools().items()):
                 if name in bench.subject.skip:
@@ -175,6 +215,16 @@ async def blocking(bench: Bench, findings: Findings) -> None:
         )
 
 
+def _worker_import_time(bench: Bench, opened: Opened, findings: Findings) -> None:
+    worker = bench.worker(opened.location)
+    if worker is None or worker.import_seconds is None:
+        findings.note("import time not measured: the plugin's worker did not report it")
+        return
+    module = _module_of(bench)
+    label = f"plugin {bench.name!r}" if module is None else repr(module)
+    _judge_import(bench, findings, label, worker.import_seconds)
+
+
 async def _import_time(bench: Bench, findings: Findings) -> None:
     module = _module_of(bench)
     if module is None:
@@ -185,11 +235,15 @@ async def _import_time(bench: Bench, findings: Findings) -> None:
     except (OSError, subprocess.SubprocessError, ValueError) as error:
         findings.note(f"import time of {module!r} not measured: {describe_error(error)}")
         return
+    _judge_import(bench, findings, repr(module), seconds)
+
+
+def _judge_import(bench: Bench, findings: Findings, module: str, seconds: float) -> None:
     limit = bench.subject.import_threshold
-    findings.note(f"importing {module!r} takes {seconds * 1000:,.0f} ms")
+    findings.note(f"importing {module} takes {seconds * 1000:,.0f} ms")
     if seconds > limit:
         findings.problem(
-            f"importing {module!r} takes {seconds:.2f} s (more than {limit:g} s); every host "
+            f"importing {module} takes {seconds:.2f} s (more than {limit:g} s); every host "
             "that enables the plugin waits for it",
             "keep import-time work small: import heavy libraries and open connections inside "
             "activate_location or the tool that needs them",

@@ -12,6 +12,7 @@ import anyio.to_thread
 import attrs
 
 import pegboard
+from pegboard._confined import Worker
 
 from ._bench import Bench, Opened, describe_error, describe_outcome, pegboard_warnings
 from ._report import Findings, NotJudged
@@ -102,8 +103,15 @@ async def _cancel_one(
 
     # The permission approver and progress never answer, and worker threads are
     # held, so a tool that asks, reports or runs a thread is left awaiting.
+    worker = bench.worker(opened.location)
     with _discards(context.call_id) as discarded:
-        await _cancel(attempt, scope, finished, call)
+        await _cancel(attempt, scope, finished, call, worker)
+        if worker is not None:  # the worker says when the cancelled tool is over there
+            with anyio.move_on_after(GRACE_SECONDS):
+                while worker.running:  # noqa: ASYNC110 - set from the worker's pipe
+                    await anyio.sleep(0.001)
+            if worker.running:
+                attempt.state = "hung"
         if attempt.state == "cancelled" and discarded:
             attempt.state = "discarded"  # the pipeline dropped what the tool returned
     bench.forget(context.call_id)
@@ -115,10 +123,21 @@ async def _cancel(
     scope: anyio.CancelScope,
     finished: anyio.Event,
     call: Callable[[], Coroutine[Any, Any, None]],
+    worker: Worker | None,
 ) -> None:
     async with _threads_held(), anyio.create_task_group() as group:
+        sent = 0 if worker is None else worker.calls_sent
         group.start_soon(call)
-        await anyio.wait_all_tasks_blocked()
+        if worker is None:
+            await anyio.wait_all_tasks_blocked()
+        else:
+            # A confined tool runs in its worker: once that loop answers after the
+            # call reached it, the tool ran up to what it awaits (or finished).
+            with anyio.move_on_after(GRACE_SECONDS):  # a loop the tool holds answers late
+                # Either may come first: a call refused here never reaches the worker.
+                while worker.calls_sent == sent and not finished.is_set():  # noqa: ASYNC110
+                    await anyio.sleep(0.001)
+                await worker.ping()
         if finished.is_set():
             attempt.state = "never awaited"
         else:

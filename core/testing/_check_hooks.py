@@ -51,13 +51,20 @@ _PROBES = {
 _NAMESPACE = "pegboard_check"
 
 
+_JUDGED = {"execute_after", "prepare_request"}
+_NO_HOOKS = "the plugin implements no execute_after or prepare_request hook"
+
+
 async def hooks(bench: Bench, findings: Findings) -> None:
     """Calls that complete and fail, the plugin's and others': every hook result is judged."""
-    implemented = _implemented(bench.subject)
-    if implemented is not None and not implemented & {"execute_after", "prepare_request"}:
-        raise NotJudged("the plugin implements no execute_after or prepare_request hook")
+    implemented = None if bench.confined else _implemented(bench.subject)
+    if implemented is not None and not implemented & _JUDGED:
+        raise NotJudged(_NO_HOOKS)
     async with bench.open("hooks") as opened:
         location = opened.location
+        worker = bench.worker(location)
+        if worker is not None and not set(worker.hooks) & _JUDGED:
+            raise NotJudged(_NO_HOOKS)
         plugin_tools = opened.definitions()
         location.tools.register(_PROBES, namespace=_NAMESPACE)
         request = location.prepare()

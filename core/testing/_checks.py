@@ -15,6 +15,8 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from pegboard._confined import ConfineMode
+
 from . import (
     _check_blocking,
     _check_calls,
@@ -131,6 +133,7 @@ async def run_checks(
     generated: int = 25,
     blocking_threshold: float = 0.1,
     import_threshold: float = 1.0,
+    confine: ConfineMode = "auto",
     only: Iterable[str] | None = None,
     directory: str | os.PathLike[str] | None = None,
 ) -> Report:
@@ -145,7 +148,10 @@ async def run_checks(
     ``skip`` maps tools the checks must not call to the reason why;
     ``generated`` is how many inputs to draw from each tool's input schema;
     ``blocking_threshold`` and ``import_threshold`` are the seconds the event loop
-    may stay blocked and the plugin's import may take.
+    may stay blocked and the plugin's import may take. ``confine`` is where the
+    plugin runs: ``"auto"`` confined in a sandboxed worker unless trusted, as hosts
+    run it (in this process where no sandbox can confine it; the report says which),
+    ``"required"`` confined or not at all, ``"off"`` in this process.
     ``only`` selects checks by name; ``directory`` is where Locations are made
     (default: a temporary folder, removed afterwards).
     """
@@ -161,6 +167,7 @@ async def run_checks(
         generated=generated,
         blocking_threshold=blocking_threshold,
         import_threshold=import_threshold,
+        confine=confine,
     )
     return await run_subject(subject, only=only, directory=directory)
 
@@ -236,7 +243,7 @@ async def _run(subject: Subject, selected: tuple[Check, ...], directory: Path) -
                 unverified=tuple(findings.unverified),
             )
         )
-    return Report(subject.describe(), tuple(results))
+    return Report(subject.describe(), tuple(results), bench.where)
 
 
 def _temporary_directory() -> str:

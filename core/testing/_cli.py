@@ -15,9 +15,12 @@ from typing import Any
 import anyio
 import attrs
 
+from pegboard._confined import confinement_missing
+
 from ._checks import run_subject
 from ._conformance import PluginConformance
-from ._subject import Example, Subject, load_reference
+from ._inspect import inspect_reference
+from ._subject import Example, Subject, load_reference, locate
 
 __all__ = ("run_cli", "run_parsed")
 
@@ -77,30 +80,25 @@ def run_parsed(arguments: argparse.Namespace) -> int:
 def _quiet() -> Iterator[None]:
     """Keep pegboard's warnings off the terminal: the report already says it all."""
     logger = logging.getLogger("pegboard")
-    propagate = logger.propagate
+    propagate, handlers = logger.propagate, logger.handlers[:]
     logger.propagate = False
-    handler = logging.NullHandler()
-    logger.addHandler(handler)
+    logger.handlers[:] = [logging.NullHandler()]
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        logger.handlers[:] = handlers
         logger.propagate = propagate
 
 
 def _subject(arguments: argparse.Namespace) -> Subject:
-    target: object = arguments.plugin
-    if ":" in arguments.plugin:
-        target = load_reference(arguments.plugin)
-    if isinstance(target, type) and issubclass(target, PluginConformance):
-        subject = target.subject()
-    else:
-        subject = Subject(plugin=target)
+    subject = _named(arguments.plugin, arguments.confine or "auto")
     changes: dict[str, Any] = {}
     if arguments.options is not None:
         changes["options"] = arguments.options
     if arguments.trusted is not None:
         changes["trusted"] = arguments.trusted
+    if arguments.confine is not None:
+        changes["confine"] = arguments.confine
     if arguments.example:
         changes["examples"] = tuple(_example(value) for value in arguments.example)
     if arguments.files is not None:
@@ -115,6 +113,23 @@ def _subject(arguments: argparse.Namespace) -> Subject:
     if arguments.generated is not None:
         changes["generated"] = arguments.generated
     return attrs.evolve(subject, **changes)
+
+
+def _named(plugin: str, confine: str) -> Subject:
+    """The subject ``plugin`` names: a plugin, or a `PluginConformance` subclass's."""
+    if ":" not in plugin:
+        return Subject(plugin=plugin)
+    if confine == "off" or confinement_missing() is not None:
+        target = load_reference(plugin)  # in this process, as the checks will run it
+        if isinstance(target, type) and issubclass(target, PluginConformance):
+            return target.subject()
+        return Subject(plugin=target)
+    # Imported in a confined process of its own: this one never runs the plugin's code.
+    reference, folder = locate(plugin)
+    found = inspect_reference(reference, folder)
+    if found is not None:
+        return found
+    return Subject(plugin=reference, folder=folder)
 
 
 def _example(value: dict[str, Any]) -> Example:

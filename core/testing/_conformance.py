@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 
+from pegboard._confined import ConfineMode
+
 from ._checks import run_subject
 from ._subject import Example, Files, Subject
 
@@ -37,7 +39,11 @@ class PluginConformance:
       or the plugin object itself;
     - ``name``: what an object is installed as (default: its name);
     - ``options``: the plugin's options, as a host or ``pegboard.toml`` gives them;
-    - ``trusted``: whether the host trusts it with the trusted services;
+    - ``trusted``: whether the host trusts it with the trusted services (a trusted
+      plugin runs in the test's process, as hosts run it);
+    - ``confine``: ``"auto"`` (default) runs an untrusted plugin confined in a
+      sandboxed worker, as hosts do; ``"required"`` confined or not at all;
+      ``"off"`` in the test's process;
     - ``examples``: `Example` calls of its tools and how each should settle;
     - ``files``: what every fresh Location starts with, a mapping of relative
       paths to ``str`` or ``bytes``, or a folder to copy;
@@ -54,6 +60,7 @@ class PluginConformance:
     name: ClassVar[str | None] = None
     options: ClassVar[Mapping[str, Any]] = {}
     trusted: ClassVar[bool] = False
+    confine: ClassVar[ConfineMode] = "auto"
     examples: ClassVar[Sequence[Example]] = ()
     files: ClassVar[Files] = None
     timeout: ClassVar[float] = 10.0
@@ -81,6 +88,7 @@ class PluginConformance:
             generated=cls.generated,
             blocking_threshold=cls.blocking_threshold,
             import_threshold=cls.import_threshold,
+            confine=cls.confine,
         )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:

@@ -82,6 +82,8 @@ class Report:
 
     plugin: str
     results: tuple[CheckResult, ...]
+    #: Where the plugin ran: confined in a worker of its own, or in the checks' process.
+    where: str = ""
 
     @property
     def passed(self) -> bool:
@@ -108,4 +110,6 @@ class Report:
         if self.unverified:
             verdict = f"is not verified: {', '.join(self.unverified)} never called; it {verdict}"
         blocks = [result.describe() for result in self.results]
+        if self.where:
+            blocks.insert(0, f"plugin {self.plugin!r} ran {self.where}")
         return "\n".join([*blocks, f"plugin {self.plugin!r} {verdict}: {summary or 'no checks'}"])

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import sys
+import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,10 +17,24 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import attrs
 import importlib_metadata
 
+from pegboard._confined import ConfineMode
+
 if TYPE_CHECKING:
     from pegboard import Host
 
-__all__ = ("Example", "Expectation", "Files", "Subject", "load_reference", "seed_files")
+_MODES = typing.get_args(ConfineMode)
+
+__all__ = (
+    "Example",
+    "Expectation",
+    "Files",
+    "Installed",
+    "Subject",
+    "load_reference",
+    "locate",
+    "reference_to",
+    "seed_files",
+)
 
 #: How an example call is expected to settle.
 Expectation: TypeAlias = Literal["completed", "tool_failure", "invalid_input"]
@@ -75,17 +90,42 @@ class Subject:
     blocking_threshold: float = 0.1
     #: Seconds importing the plugin's module may take (the blocking check).
     import_threshold: float = 1.0
+    #: Where the plugin runs, as a host would run it: ``"auto"`` confined in a
+    #: sandboxed worker unless trusted (in process where no sandbox can confine it,
+    #: and the report says so), ``"required"`` confined or not at all, ``"off"`` in
+    #: the checks' own process.
+    confine: ConfineMode = attrs.field(default="auto", validator=attrs.validators.in_(_MODES))
+    #: The ``sys.path`` entry a ``module:attribute`` ``plugin`` imports from, when
+    #: it is not installed (found where it is, when not given).
+    folder: str | None = None
 
-    def install(self, host: Host) -> str:
-        """Make the plugin available on ``host``; return the name to enable."""
+    def install(self, host: Host) -> Installed:
+        """Make the plugin available on ``host``: the name to enable, and whether it
+        can run confined (why not, when it cannot)."""
         plugin = self.plugin
         if isinstance(plugin, str):
             if plugin in {info.name for info in host.plugins()}:
-                return plugin
-            plugin = load_reference(plugin)
+                return Installed(plugin, None)
+            reference, folder = (plugin, self.folder) if self.folder else locate(plugin)
+            name = self.name or _default_name_of_reference(reference)
+            if self.trusted or self.confine == "off":
+                if self.folder and self.folder not in sys.path:
+                    sys.path.append(self.folder)
+                host.add_plugin(name, load_reference(plugin))
+            else:
+                host._plugins.add(name, reference, folder=folder)
+            return Installed(name, None)
         name = self.name or _default_name(plugin)
-        host.add_plugin(name, plugin)
-        return name
+        found = None if self.trusted or self.confine == "off" else reference_to(plugin)
+        if found is None:
+            host.add_plugin(name, plugin)
+            return Installed(
+                name,
+                "it was given as an object the checks cannot import by name; name it as "
+                "'module:attribute' to check it confined",
+            )
+        host._plugins.add(name, found[0], folder=found[1])
+        return Installed(name, None)
 
     def describe(self) -> str:
         """A short name for reports."""
@@ -105,6 +145,87 @@ class Subject:
             loaded: object = point.load()
             return loaded
         return load_reference(plugin)
+
+
+@attrs.frozen
+class Installed:
+    """The name the plugin under test is installed as; ``unnamed`` says why it
+    runs in the checks' process although it could otherwise be confined."""
+
+    name: str
+    unnamed: str | None
+
+
+def locate(reference: str) -> tuple[str, str | None]:
+    """A ``module[:attribute]`` or ``file.py:attribute`` reference as an entry
+    point's value and the folder it imports from."""
+    where, _, attribute = reference.partition(":")
+    if not where.endswith(".py"):
+        try:
+            found = importlib.util.find_spec(where.partition(".")[0]) if where else None
+        except (ImportError, ValueError):
+            found = None
+        if found is None or not all(part.isidentifier() for part in where.split(".")):
+            raise LookupError(
+                f"{reference!r} is neither an installed plugin nor an importable module; "
+                "name an installed plugin, 'package.module', 'package.module:attribute' or "
+                "'path/to/file.py:attribute'"
+            )
+        from pegboard._plugins import _module_folder
+
+        return reference, _module_folder(where)
+    path = Path(where).resolve()
+    if not path.is_file():
+        raise LookupError(f"{reference!r}: there is no file {where!r}")
+    if not path.stem.isidentifier():
+        raise LookupError(
+            f"{reference!r}: {path.name!r} is not an importable module name; rename the file"
+        )
+    value = f"{path.stem}:{attribute}" if attribute else path.stem
+    return value, str(path.parent)
+
+
+def _default_name_of_reference(reference: str) -> str:
+    where, _, attribute = reference.partition(":")
+    return re.sub(r"[^A-Za-z0-9_-]", "-", (attribute or where).rsplit(".", 1)[-1])
+
+
+def reference_to(plugin: object) -> tuple[str, str | None] | None:
+    """An importable reference to ``plugin`` and its folder, if it has one."""
+    if isinstance(plugin, types.ModuleType):
+        module, attribute = plugin.__name__, ""
+    else:
+        module = getattr(plugin, "__module__", None) or type(plugin).__module__
+        owner = sys.modules.get(module)
+        attribute = (
+            next(
+                (
+                    key
+                    for key, value in vars(owner).items()
+                    if value is plugin and key.isidentifier()
+                ),
+                "",
+            )
+            if owner is not None
+            else ""
+        )
+        if not attribute:
+            return None
+    if module == "__main__" or module.startswith("_pegboard_check_"):
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.has_location:
+        return None
+    from pegboard._plugins import _module_folder
+
+    try:
+        folder = _module_folder(module)
+    except ValueError:
+        return None
+    return (f"{module}:{attribute}" if attribute else module), folder
 
 
 def _default_name(plugin: object) -> str:
