@@ -400,9 +400,11 @@ async def main(arguments: argparse.Namespace) -> None:
     print(
         "\nA confined call crosses a pipe each way as a JSON frame, on top of the host's "
         "own pipeline: the bare echo is the floor of that round trip (two process wake-ups); "
-        "the rest is the tasks each side hands the frame through. Workers start one after "
-        "another as the Location activates its plugins in order: each is a new interpreter "
-        "under bubblewrap that imports pegboard before it imports its plugin.\n"
+        "the rest is the handling of the frame on each side (on asyncio, in the event "
+        "loop's callback for the pipe, with no task woken per frame). A Location starts all "
+        "its workers at once and activates their plugins in order: each worker is a new "
+        "interpreter under bubblewrap that imports pegboard before it imports its plugin, "
+        "and they boot side by side.\n"
     )
     write(arguments.json, readings)
 

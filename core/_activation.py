@@ -141,13 +141,65 @@ class Activation:
         Each plugin's background tasks run in a task group of its own inside
         ``tasks`` (the Location's group).
         """
+        spawned = await self._spawn(specs, tasks)
+        try:
+            await self._activate_each(specs, trusted, tasks, spawned)
+        finally:
+            for plugin in spawned.values():  # not activated: an error came first
+                if isinstance(plugin, ActivePlugin) and plugin not in self.active:
+                    with anyio.CancelScope(shield=True):
+                        await self._discard(plugin)
+
+    async def _spawn(
+        self, specs: Sequence[PluginSpec], tasks: anyio.abc.TaskGroup | None
+    ) -> dict[str, ActivePlugin | OSError | None]:
+        """Start the worker of every plugin that runs confined, all at once: each is
+        a new interpreter, and they boot side by side while plugins activate in order."""
+        from ._confined import Worker
+
+        confining = self._confining
+        spawned: dict[str, ActivePlugin | OSError | None] = {}
+        if confining is None:
+            return spawned
+        for spec in specs:
+            if confining.decide(spec.name, self._plugins) != "confined":
+                continue
+            source = self._plugins.source(spec.name)
+            assert source is not None
+            assert tasks is not None
+            scope = Scope(f"plugin:{spec.name}")
+            worker = Worker(spec.name, Tools(self._board, scope), self.record, self._timeout)
+            plugin = ActivePlugin(spec.name, scope, {}, worker=worker)
+            try:
+                await worker.spawn(tasks, folder=source[1], network=spec.name in confining.network)
+            except OSError as error:
+                await self._discard(plugin)
+                spawned[spec.name] = error
+                continue
+            spawned[spec.name] = plugin
+        return spawned
+
+    async def _discard(self, plugin: ActivePlugin) -> None:
+        try:
+            if plugin.worker is not None:
+                await plugin.worker.close()
+        finally:
+            plugin.scope.close()
+
+    async def _activate_each(
+        self,
+        specs: Sequence[PluginSpec],
+        trusted: frozenset[str],
+        tasks: anyio.abc.TaskGroup | None,
+        spawned: dict[str, ActivePlugin | OSError | None],
+    ) -> None:
         for spec in specs:
             confining = self._confining
             if confining is not None:
                 decision = confining.decide(spec.name, self._plugins)
                 if decision == "confined":
                     self.confined[spec.name] = True
-                    await self._activate_confined(spec, tasks, confining)
+                    await self._activate_confined(spec, spawned)
                     continue
                 if decision != "in process":
                     self.confined[spec.name] = True
@@ -187,45 +239,32 @@ class Activation:
             self.active.append(plugin)
 
     async def _activate_confined(
-        self, spec: PluginSpec, tasks: anyio.abc.TaskGroup | None, confining: Confining
+        self, spec: PluginSpec, spawned: dict[str, ActivePlugin | OSError | None]
     ) -> None:
-        """Activate ``spec`` in a sandboxed worker of its own; never import it here."""
-        from ._confined import Worker
-
-        source = self._plugins.source(spec.name)
-        assert source is not None
-        assert tasks is not None
-        scope = Scope(f"plugin:{spec.name}")
-        worker = Worker(spec.name, Tools(self._board, scope), self.record, self._timeout)
-        plugin = ActivePlugin(spec.name, scope, {}, worker=worker)
-        activated = None
-        started = False
-        try:
-            activated = await worker.start(
-                tasks,
-                entry_point=source[0],
-                folder=source[1],
-                options=dict(spec.options),
-                root=self._info.root,
-                network=spec.name in confining.network,
-            )
-            started = True
-        except OSError as error:
+        """Activate ``spec`` in its sandboxed worker; never import it here."""
+        plugin = spawned.get(spec.name)
+        if plugin is None or isinstance(plugin, OSError):
+            error = plugin or OSError("it was not started")
             self.record(
                 PluginError(spec.name, "activation", f"cannot start its worker: {error}"), error
             )
-        if started and activated is None and worker.dead is None:
+            return
+        worker = plugin.worker
+        assert worker is not None
+        source = self._plugins.source(spec.name)
+        assert source is not None
+        activated = await worker.activate(
+            entry_point=source[0], options=dict(spec.options), root=self._info.root
+        )
+        if activated is None and worker.dead is None:
             message = f"did not finish within {self._timeout:g} s; its worker was stopped"
             self.record(PluginError(spec.name, "activation", message))
-        failed = activated is None or not activated.get("ok")
         if activated is not None:
             for reported in activated.get("errors", ()):
                 self.record(PluginError(reported["plugin"], reported["phase"], reported["message"]))
-        if failed:
-            try:
-                await worker.close()
-            finally:
-                scope.close()
+        if activated is None or not activated.get("ok"):
+            spawned[spec.name] = None
+            await self._discard(plugin)
             return
         self.active.append(plugin)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import logging
-import math
 import os
 import signal
 import subprocess
@@ -18,7 +18,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import attrs
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._codec import SchemaCodec
 from ._durable import dump_outcome, load_outcome
@@ -125,7 +125,7 @@ class Worker:
         self._record = record
         self._timeout = timeout
         self._numbers = itertools.count(1)
-        self._pending: dict[int, MemoryObjectSendStream[Message]] = {}
+        self._pending: dict[int, _Replies] = {}
         self._registrations: dict[int, Registration] = {}
         self._process: anyio.abc.Process | None = None
         self._channel: Channel | None = None
@@ -143,26 +143,19 @@ class Worker:
         self.hooks: tuple[str, ...] = ()
         #: Seconds importing the plugin took in the worker (known once it activated).
         self.import_seconds: float | None = None
+        self._folder: list[str] = []
+        self._waiting: MemoryObjectReceiveStream[Message] | None = None
         #: How many calls were sent to the worker.
         self.calls_sent = 0
         #: The calls running in the worker, including cancelled ones not yet over there.
         self.running: set[int] = set()
 
-    async def start(
-        self,
-        tasks: anyio.abc.TaskGroup,
-        *,
-        entry_point: str,
-        folder: str | None,
-        options: dict[str, Any],
-        root: Path,
-        network: bool,
-    ) -> Message | None:
-        """Start the worker and activate the plugin in it; the ``activated`` message,
-        or None when the worker died or did not answer within the timeout."""
+    async def spawn(self, tasks: anyio.abc.TaskGroup, *, folder: str | None, network: bool) -> None:
+        """Start the worker process, which boots while the host goes on: a Location
+        starts all its workers at once and activates their plugins in order."""
         from .sandbox import installation, isolated
 
-        extra = [folder] if folder else []
+        self._folder = extra = [folder] if folder else []
         confinement = self._exits.enter_context(
             isolated(readable=installation(extra), network=network)
         )
@@ -187,20 +180,29 @@ class Worker:
         finally:
             for descriptor in inherited:
                 os.close(descriptor)
-        self._channel = channel = Channel(from_worker[0], to_worker[1])
+        self._channel = Channel(from_worker[0], to_worker[1])
         self._answers = answers[0]
         self._exits.callback(os.close, answers[0])
         self._exits.callback(os.close, from_worker[0])
         self._exits.callback(os.close, to_worker[1])
-        activated, waiting = anyio.create_memory_object_stream[Message](1)
+        activated, self._waiting = anyio.create_memory_object_stream[Message](1)
         self._activated = activated
         await tasks.start(self._serve)
-        channel.send(
+
+    async def activate(
+        self, *, entry_point: str, options: dict[str, Any], root: Path
+    ) -> Message | None:
+        """Activate the plugin in the spawned worker; the ``activated`` message, or None
+        when the worker died or did not answer within the timeout."""
+        waiting = self._waiting
+        assert self._channel is not None
+        assert waiting is not None
+        self._channel.send(
             {
                 "type": "activate",
                 "plugin": self.name,
                 "entry_point": entry_point,
-                "path": extra,
+                "path": self._folder,
                 "options": options,
                 "root": str(root),
                 "timeout": self._timeout,
@@ -238,44 +240,44 @@ class Worker:
 
     async def _read(self) -> None:
         assert self._channel is not None
-        while True:
-            try:
-                message = await self._channel.receive()
-            except ProtocolError as error:
-                self.kill()
-                self._why = f"it broke the protocol ({error}) and was stopped"
-                return
-            if message is None:
-                return
-            kind = message["type"]
-            if kind == "registered":
-                self._register(message)
-            elif kind == "closed":
-                registration = self._registrations.pop(message["key"], None)
-                if registration is not None:
-                    registration.close()
-            elif kind == "activated":
-                if self._activated is not None:
-                    self._activated.send_nowait(message)
-                    self._activated.close()
-                    self._activated = None
-            elif kind == "error":
-                self._record_error(message)
-            elif kind == "ended":  # a call the host cancelled is over in the worker
+        try:
+            await self._channel.deliver(self._dispatch)
+        except ProtocolError as error:
+            self.kill()
+            self._why = f"it broke the protocol ({error}) and was stopped"
+
+    def _dispatch(self, message: Message) -> bool:
+        """Act on one message from the worker (on asyncio, in the event loop's callback)."""
+        kind = message["type"]
+        if kind == "registered":
+            self._register(message)
+        elif kind == "closed":
+            registration = self._registrations.pop(message["key"], None)
+            if registration is not None:
+                registration.close()
+        elif kind == "activated":
+            if self._activated is not None:
+                self._activated.send_nowait(message)
+                self._activated.close()
+                self._activated = None
+        elif kind == "error":
+            self._record_error(message)
+        elif kind == "ended":  # a call the host cancelled is over in the worker
+            self.running.discard(message["id"])
+            if message["discarded"]:
+                logger.warning(
+                    "discarded the result of tool %r (call %s): the call was cancelled "
+                    "while it ran",
+                    message["name"],
+                    message["call_id"],
+                )
+        else:
+            if kind in _ANSWERS:
                 self.running.discard(message["id"])
-                if message["discarded"]:
-                    logger.warning(
-                        "discarded the result of tool %r (call %s): the call was cancelled "
-                        "while it ran",
-                        message["name"],
-                        message["call_id"],
-                    )
-            else:
-                if kind in _ANSWERS:
-                    self.running.discard(message["id"])
-                stream = self._pending.get(message.get("id", 0))
-                if stream is not None:
-                    stream.send_nowait(message)
+            replies = self._pending.get(message.get("id", 0))
+            if replies is not None:
+                replies.send_nowait(message)
+        return True
 
     async def _ended(self) -> None:
         """The worker is gone (or going): say why, fail its calls, close its tools."""
@@ -292,8 +294,8 @@ class Worker:
         self.running.clear()
         if self._activated is not None:
             self._activated.close()
-        for stream in self._pending.values():
-            stream.send_nowait({"type": "died", "message": why})
+        for replies in self._pending.values():
+            replies.send_nowait({"type": "died", "message": why})
         for registration in self._registrations.values():
             registration.close()
         self._registrations.clear()
@@ -340,8 +342,7 @@ class Worker:
         if self.dead is not None or self._channel is None:
             raise PluginCrashed(self.name, authored, None, f"its worker process {self.dead}")
         number = next(self._numbers)
-        send, receive = anyio.create_memory_object_stream[Message](math.inf)
-        self._pending[number] = send
+        self._pending[number] = replies = _Replies()
         identity = {
             "session_id": context.session_id,
             "agent": context.agent,
@@ -361,20 +362,17 @@ class Worker:
             )
             self.calls_sent += 1
             self.running.add(number)
-            async with receive:
-                async for message in receive:
-                    kind = message["type"]
-                    if kind == "progress":
-                        await context.progress(load_progress(message["progress"]))
-                        continue
+            while True:  # the worker dying sends a "died" message
+                message = await replies.receive()
+                if message["type"] != "progress":
                     return self._answer(authored, message)
-            raise AssertionError("unreachable: the stream closes only when the worker died")
+                await context.progress(load_progress(message["progress"]))
         except anyio.get_cancelled_exc_class():
             if self._channel is not None:
                 self._channel.send({"type": "cancel", "id": number})
             raise
         finally:
-            self._pending.pop(number).close()
+            del self._pending[number]
 
     def _answer(self, authored: str, message: Message) -> ToolResponse[Any]:
         kind = message["type"]
@@ -397,8 +395,7 @@ class Worker:
         if self.dead is not None or self._channel is None:
             return None  # a dead plugin's hook no longer takes part
         number = next(self._numbers)
-        send, receive = anyio.create_memory_object_stream[Message](math.inf)
-        self._pending[number] = send
+        self._pending[number] = replies = _Replies()
         try:
             self._channel.send(
                 {
@@ -409,19 +406,17 @@ class Worker:
                     "managed": [str(path) for path in event.managed],
                 }
             )
-            async with receive:
-                async for message in receive:
-                    if message["type"] == "replaced":
-                        stored = message["outcome"]
-                        return None if stored is None else load_outcome(stored)
-                    if message["type"] == "defect":
-                        raise PluginCrashed(
-                            self.name, "execute_after", message["error_type"], message["message"]
-                        )
-                    return None  # died meanwhile: recorded; the call goes on without it
-            return None
+            message = await replies.receive()
+            if message["type"] == "replaced":
+                stored = message["outcome"]
+                return None if stored is None else load_outcome(stored)
+            if message["type"] == "defect":
+                raise PluginCrashed(
+                    self.name, "execute_after", message["error_type"], message["message"]
+                )
+            return None  # died meanwhile: recorded; the call goes on without it
         finally:
-            self._pending.pop(number).close()
+            del self._pending[number]
 
     async def ping(self) -> bool:
         """Wait for the worker's event loop to answer; False when the worker is gone.
@@ -430,16 +425,13 @@ class Worker:
         if self.dead is not None or self._channel is None:
             return False
         number = next(self._numbers)
-        send, receive = anyio.create_memory_object_stream[Message](1)
-        self._pending[number] = send
+        self._pending[number] = replies = _Replies()
         try:
             self._channel.send({"type": "ping", "id": number})
-            async with receive:
-                async for _ in receive:
-                    return True
-            return False
+            answer = await replies.receive()
+            return bool(answer["type"] == "pong")
         finally:
-            self._pending.pop(number).close()
+            del self._pending[number]
 
     def prepare(self, definitions: list[ToolDefinition], final_step: bool) -> None:
         """The plugin's ``prepare_request`` hook, run in the worker: shortens ``definitions``.
@@ -507,6 +499,27 @@ class Worker:
                 if self._process is not None:
                     await self._process.aclose()
             self._exits.close()
+
+
+class _Replies:
+    """The worker's messages about one exchange (a call, a hook, a ping), in order."""
+
+    __slots__ = ("_arrived", "_messages")
+
+    def __init__(self) -> None:
+        self._messages: collections.deque[Message] = collections.deque()
+        self._arrived: anyio.Event | None = None
+
+    def send_nowait(self, message: Message) -> None:
+        self._messages.append(message)
+        if self._arrived is not None:
+            self._arrived.set()
+
+    async def receive(self) -> Message:
+        while not self._messages:
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        return self._messages.popleft()
 
 
 @attrs.frozen

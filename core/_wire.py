@@ -17,12 +17,13 @@ import os
 import select
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import attrs
 import orjson
+import sniffio
 
 from ._content import ContentItem
 from ._durable import _dump_item, _load_items
@@ -150,6 +151,54 @@ class Channel:
                 if left <= 0:
                     raise TimeoutError("the worker does not read its pipe")
                 select.select([], [self._outgoing], [], left)
+
+    async def deliver(self, handle: Callable[[Message], bool]) -> None:
+        """Hand each message to ``handle`` as it arrives, until the other side closes
+        its end or ``handle`` returns False. Raises `ProtocolError` on a bad frame.
+
+        On asyncio the pipe stays registered with the event loop and messages are
+        handled in its callback: no task wakes up per message, and the descriptor is
+        not re-registered for each one. Elsewhere it loops on `receive`.
+        """
+        while (message := _parse(self._read)) is not None:  # read before delivery began
+            if not handle(message):
+                return
+        if sniffio.current_async_library() != "asyncio":
+            while (message := await self.receive()) is not None:
+                if not handle(message):
+                    return
+            return
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        over: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if over.done():
+                return
+            try:
+                data = os.read(self._incoming, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                over.set_result(None)
+                return
+            self._read += data
+            try:
+                while (message := _parse(self._read)) is not None:
+                    if not handle(message):
+                        over.set_result(None)
+                        return
+            except BaseException as error:  # noqa: BLE001 - raised by the waiting task
+                over.set_exception(error)
+
+        loop.add_reader(self._incoming, readable)
+        try:
+            await over
+        finally:
+            loop.remove_reader(self._incoming)
 
     async def receive(self) -> Message | None:
         """The next message, or None when the other side closed its end."""

@@ -152,22 +152,7 @@ class _Worker:
                 if first is None or first.get("type") != "activate":
                     return
                 await self.activate(first, group)
-                while (message := await self.channel.receive()) is not None:
-                    kind = message["type"]
-                    if kind == "close":
-                        break
-                    if kind == "call":
-                        group.start_soon(self.call, message)
-                    elif kind == "cancel":
-                        scope = self.calls.get(message["id"])
-                        if scope is not None:
-                            scope.cancel()
-                    elif kind == "execute_after":
-                        group.start_soon(self.after, message)
-                    elif kind == "prepare_request":
-                        self.prepare(message)
-                    elif kind == "ping":  # answered by the event loop: late when it is held
-                        self.channel.send({"type": "pong", "id": message["id"]})
+                await self.channel.deliver(functools.partial(self.handle, group))
             finally:
                 with anyio.CancelScope(shield=True):
                     if self.activation is not None:
@@ -177,6 +162,23 @@ class _Worker:
                 self.channel.close()
                 self.changed.close()
                 group.cancel_scope.cancel()
+
+    def handle(self, group: anyio.abc.TaskGroup, message: Message) -> bool:
+        """Act on one message from the host; False once it says ``close``."""
+        kind = message["type"]
+        if kind == "call":
+            group.start_soon(self.call, message)
+        elif kind == "cancel":
+            scope = self.calls.get(message["id"])
+            if scope is not None:
+                scope.cancel()
+        elif kind == "execute_after":
+            group.start_soon(self.after, message)
+        elif kind == "prepare_request":
+            self.prepare(message)
+        elif kind == "ping":  # answered by the event loop: late when it is held
+            self.channel.send({"type": "pong", "id": message["id"]})
+        return bool(kind != "close")
 
     async def activate(self, message: Message, group: anyio.abc.TaskGroup) -> None:
         self.plugin = name = message["plugin"]

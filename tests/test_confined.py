@@ -537,7 +537,7 @@ async def test_the_example_tabular_plugin_behaves_the_same_confined(
 # -- Crashes, cancellation, timeouts ---------------------------------------------------------
 
 CRASHY = """
-    import ctypes, os, signal, anyio, pegboard
+    import ctypes, os, signal, sys, anyio, pegboard
 
     CANCELLED = []
 
@@ -565,6 +565,10 @@ CRASHY = """
             os._exit(3)
         if how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if how in ("oversized", "not JSON"):  # into the protocol pipe, named on its command line
+            frame = bytes([255] * 4) if how == "oversized" else bytes([0, 0, 0, 3]) + b"{{{"
+            os.write(int(sys.argv[2]), frame)
+            await anyio.sleep_forever()
         ctypes.string_at(0)
 
     @pegboard.hookimpl
@@ -612,7 +616,7 @@ async def test_cancelling_a_call_cancels_the_tool_in_its_worker(
                 await anyio.sleep(0.05)
 
 
-@pytest.mark.parametrize("how", ["exit", "kill", "segfault"])
+@pytest.mark.parametrize("how", ["exit", "kill", "segfault", "oversized", "not JSON"])
 async def test_a_worker_that_dies_fails_only_its_own_calls(
     how: str, install: Install, workspace: Path, storage_dir: Path, context: Context
 ) -> None:
@@ -644,6 +648,8 @@ async def test_a_worker_that_dies_fails_only_its_own_calls(
         assert [pegboard.PluginCrashed] == [type(error) for error in crashed]
         (error,) = location.plugin_errors
         assert ("crashy", "worker") == (error.plugin, error.phase)
+        if how in ("oversized", "not JSON"):
+            assert "broke the protocol" in error.message
         assert ["calc_add"] == [d.name for d in location.prepare().definitions]
         outcome = await request.execute(
             pegboard.ToolCall("calc_add", '{"a": 1, "b": 1}', context())
