@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import itertools
 import logging
 import os
@@ -11,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +40,14 @@ from ._wire import (
     read_blocking,
 )
 
-__all__ = ("ConfineMode", "Confining", "Worker", "confinement_missing", "network_names")
+__all__ = (
+    "ConfineMode",
+    "Confining",
+    "Worker",
+    "confinement_missing",
+    "network_names",
+    "observing",
+)
 
 logger = logging.getLogger("pegboard")
 
@@ -96,6 +104,22 @@ class Confining:
         return "confined"
 
 
+_OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pegboard_observing", default=False
+)
+
+
+@contextlib.contextmanager
+def observing() -> Iterator[None]:
+    """Workers started inside the block watch their plugin for the conformance kit:
+    writes, connections, environment reads, printing, and what outlives teardown."""
+    token = _OBSERVING.set(True)
+    try:
+        yield
+    finally:
+        _OBSERVING.reset(token)
+
+
 def confinement_missing() -> str | None:
     """Why no sandbox can confine a plugin's worker here, or None while one can."""
     from .sandbox import detect
@@ -144,6 +168,14 @@ class Worker:
         #: Seconds importing the plugin took in the worker (known once it activated).
         self.import_seconds: float | None = None
         self._folder: list[str] = []
+        self._network = False
+        #: Whether the worker watches the plugin for the conformance kit (`observing`).
+        self._observe = _OBSERVING.get()
+        #: What the worker saw the plugin do, when it watches: ``kind``, ``what``, ``where``.
+        self.observed: list[dict[str, str]] = []
+        #: The call IDs of calls whose progress came after they settled, when it watches.
+        self.late_progress: list[str] = []
+        self._call_ids: dict[int, str] = {}
         self._waiting: MemoryObjectReceiveStream[Message] | None = None
         #: How many calls were sent to the worker.
         self.calls_sent = 0
@@ -156,6 +188,7 @@ class Worker:
         from .sandbox import installation, isolated
 
         self._folder = extra = [folder] if folder else []
+        self._network = network
         confinement = self._exits.enter_context(
             isolated(readable=installation(extra), network=network)
         )
@@ -203,6 +236,8 @@ class Worker:
                 "plugin": self.name,
                 "entry_point": entry_point,
                 "path": self._folder,
+                "observe": self._observe,
+                "network": self._network,
                 "options": options,
                 "root": str(root),
                 "timeout": self._timeout,
@@ -262,6 +297,8 @@ class Worker:
                 self._activated = None
         elif kind == "error":
             self._record_error(message)
+        elif kind == "observed":
+            self.observed.extend(message["events"])
         elif kind == "ended":  # a call the host cancelled is over in the worker
             self.running.discard(message["id"])
             if message["discarded"]:
@@ -277,6 +314,12 @@ class Worker:
             replies = self._pending.get(message.get("id", 0))
             if replies is not None:
                 replies.send_nowait(message)
+            elif (
+                kind == "progress"
+                and message["id"] in self._call_ids
+                and message["id"] not in self.running  # the call had settled
+            ):
+                self.late_progress.append(self._call_ids[message["id"]])
         return True
 
     async def _ended(self) -> None:
@@ -362,6 +405,8 @@ class Worker:
             )
             self.calls_sent += 1
             self.running.add(number)
+            if self._observe:
+                self._call_ids[number] = context.call_id
             while True:  # the worker dying sends a "died" message
                 message = await replies.receive()
                 if message["type"] != "progress":
@@ -494,6 +539,8 @@ class Worker:
                 if self._channel is not None:
                     self._channel.close()
                 if self._group is not None:
+                    with anyio.move_on_after(1.0):  # what the worker said last is read
+                        await self._served.wait()
                     self._group.cancel_scope.cancel()
                     await self._served.wait()  # nothing reads a pipe as it closes
                 if self._process is not None:

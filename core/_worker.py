@@ -7,6 +7,7 @@ the plugin prints goes to standard error, never into the protocol.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import math
@@ -21,6 +22,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from ._activation import Activation
@@ -28,6 +30,7 @@ from ._config import PluginSpec
 from ._durable import dump_outcome, load_outcome
 from ._errors import ToolFailure
 from ._json import find_problem, thaw
+from ._observe import Observer, activity
 from ._outcome import Completed, Failed
 from ._pipeline import ExecuteEvent, encode_response, why
 from ._plugins import PluginError, Plugins
@@ -116,6 +119,8 @@ class _Worker:
         self.changed, self._changes = anyio.create_memory_object_stream[None](math.inf)
         self.activation: Activation | None = None
         self.plugin = ""
+        self.observer: Observer | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def wake(self) -> None:
         if threading.get_ident() == self.loop_thread:
@@ -156,12 +161,37 @@ class _Worker:
             finally:
                 with anyio.CancelScope(shield=True):
                     if self.activation is not None:
-                        await self.activation.close()
+                        with activity("its teardown (teardown_location)"):
+                            await self.activation.close()
                     self.announce()
+                    if self.observer is not None:
+                        for _ in range(3):  # tasks that end with the teardown finish
+                            await anyio.lowlevel.checkpoint()
+                        self.observer.after_teardown(self._new_tasks())
+                        self.report_observed()
                 _drain(self.channel)
                 self.channel.close()
                 self.changed.close()
                 group.cancel_scope.cancel()
+
+    def report_observed(self) -> None:
+        """Send what the observer saw since last time (a worker started for the kit)."""
+        if self.observer is None:
+            return
+        self.observer.check_cwd()
+        events = self.observer.take()
+        if events:
+            self.channel.send({"type": "observed", "events": events})
+
+    def _new_tasks(self) -> list[str]:
+        """The tasks the plugin started that are still running."""
+        return [
+            f"{task.get_name()} ({getattr(task.get_coro(), '__qualname__', '?')})"
+            for task in _tasks() - self._tasks
+            if not task.done()
+            and task is not asyncio.current_task()
+            and not task.get_name().startswith("pegboard.")  # ended with the worker
+        ]
 
     def handle(self, group: anyio.abc.TaskGroup, message: Message) -> bool:
         """Act on one message from the host; False once it says ``close``."""
@@ -186,10 +216,18 @@ class _Worker:
             if folder not in sys.path:
                 sys.path.insert(0, folder)
         plugins = Plugins.only(name, message["entry_point"])
+        if message.get("observe"):
+            self.observer = Observer(
+                allowed=frozenset(os.environ), network=bool(message.get("network"))
+            )
+            self.observer.install()
         started = time.perf_counter()
-        with contextlib.suppress(PluginError):  # the activation records it
+        with contextlib.suppress(PluginError), activity("importing it"):  # activation records it
             plugins.load(name)
         imported = time.perf_counter() - started
+        if self.observer is not None:
+            self.observer.baseline(_code_folders(message["entry_point"]))
+            self._tasks = _tasks()
         self.activation = activation = Activation(
             plugins,
             LocationInfo(Path(message["root"])),
@@ -199,10 +237,12 @@ class _Worker:
             strict=False,
             tools=functools.partial(_RecordingTools, published=self.published, wake=self.wake),
         )
-        await activation.activate(
-            [PluginSpec(name, message.get("options", {}))], frozenset(), group
-        )
+        with activity("its activation (activate_location)"):
+            await activation.activate(
+                [PluginSpec(name, message.get("options", {}))], frozenset(), group
+            )
         self.announce()
+        self.report_observed()
         errors = [
             {"plugin": error.plugin, "phase": error.phase, "message": error.message}
             for error in activation.errors
@@ -222,12 +262,13 @@ class _Worker:
     async def call(self, message: Message) -> None:
         number = message["id"]
         answer: Message | None = None
-        with anyio.CancelScope() as scope:
+        with anyio.CancelScope() as scope, activity(f"a call of tool {message['name']!r}"):
             self.calls[number] = scope
             try:
                 answer = await self._execute(message, scope)
             finally:
                 del self.calls[number]
+        self.report_observed()
         if scope.cancel_called:
             # The host stopped waiting; it hears when the tool is done, and whether it
             # returned although cancelled (said as for a tool in its own process).
@@ -304,8 +345,9 @@ class _Worker:
                 outcome.call, message["name"], outcome, tuple(map(Path, message["managed"]))
             )
             replacement: object = None
-            for hook in activation.after_hooks():
-                replacement = await hook.run(event)
+            with activity("its execute_after hook"):
+                for hook in activation.after_hooks():
+                    replacement = await hook.run(event)
             if replacement is not None and not isinstance(replacement, Completed | Failed):
                 raise TypeError(
                     f"an execute_after hook returned a {type(replacement).__name__}; "
@@ -317,6 +359,7 @@ class _Worker:
             }
         except Exception as error:  # noqa: BLE001 - reported to the host, which fails the call
             answer = {"type": "defect", "error_type": type(error).__name__, "message": str(error)}
+        self.report_observed()
         self.channel.send({"id": number, **answer})
 
     def prepare(self, message: Message) -> None:
@@ -326,8 +369,9 @@ class _Worker:
             offered = [load_definition(data) for data in message["definitions"]]
             kept = list(offered)
             assert activation is not None
-            for _, hook in activation.prepare_hooks():
-                hook(kept, message["final_step"])
+            with activity("its prepare_request hook"):
+                for _, hook in activation.prepare_hooks():
+                    hook(kept, message["final_step"])
             remaining = {id(definition) for definition in kept}
             answer["kept"] = [
                 index for index, definition in enumerate(offered) if id(definition) in remaining
@@ -337,6 +381,24 @@ class _Worker:
         data = frame(answer)
         while data:  # the host is waiting for exactly this
             data = data[os.write(self.answers, data) :]
+
+
+def _tasks() -> set[asyncio.Task[Any]]:
+    try:
+        return asyncio.all_tasks()
+    except RuntimeError:  # not asyncio
+        return set()
+
+
+def _code_folders(entry_point: str) -> tuple[str, ...]:
+    """The plugin's own code: its package's folder, or its module's file."""
+    module = sys.modules.get(entry_point.partition(":")[0].strip())
+    top = sys.modules.get(module.__name__.partition(".")[0]) if module is not None else None
+    file = getattr(top, "__file__", None)
+    if file is None:
+        return ()
+    path = Path(file)
+    return (str(path.parent),) if path.name == "__init__.py" else (str(path),)
 
 
 def _plain(value: object) -> Any:

@@ -25,6 +25,7 @@ from . import (
     _check_generated,
     _check_hooks,
     _check_scopes,
+    _check_side_effects,
 )
 from ._bench import Bench, describe_error
 from ._report import CheckResult, Findings, NotJudged, Report, Status
@@ -107,6 +108,15 @@ CHECKS: tuple[Check, ...] = (
         _check_calls.invalid_input,
     ),
     Check(
+        "side_effects",
+        "the plugin leaves its process as it found it and reaches only what it was given: "
+        "no writes outside its temporary directory, no connections without a network "
+        "grant, no environment beyond the allow-list, nothing printed to standard output, "
+        "the working directory unchanged, no progress after a call settled, and no thread, "
+        "task or file descriptor left after teardown",
+        _check_side_effects.side_effects,
+    ),
+    Check(
         "hooks",
         "execute_after hooks return a valid pegboard.Completed, a pegboard.Failed or None and "
         "never raise; prepare_request hooks never raise",
@@ -177,14 +187,15 @@ async def run_subject(
     *,
     only: Iterable[str] | None = None,
     directory: str | os.PathLike[str] | None = None,
+    on_result: Callable[[Bench, CheckResult], None] | None = None,
 ) -> Report:
-    """`run_checks` for a ready `Subject`."""
+    """`run_checks` for a ready `Subject`; ``on_result`` hears each verdict as it is known."""
     selected = _select(only)
     if directory is not None:
-        return await _run(subject, selected, Path(directory))
+        return await _run(subject, selected, Path(directory), on_result)
     made = Path(await anyio.to_thread.run_sync(_temporary_directory))
     try:
-        return await _run(subject, selected, made)
+        return await _run(subject, selected, made, on_result)
     finally:
         await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, made, ignore_errors=True))
 
@@ -214,7 +225,12 @@ def _select(only: Iterable[str] | None) -> tuple[Check, ...]:
     return tuple(each for each in CHECKS if each.name in wanted)
 
 
-async def _run(subject: Subject, selected: tuple[Check, ...], directory: Path) -> Report:
+async def _run(
+    subject: Subject,
+    selected: tuple[Check, ...],
+    directory: Path,
+    on_result: Callable[[Bench, CheckResult], None] | None,
+) -> Report:
     bench = Bench(subject, directory)
     backend = _backend()
     results = []
@@ -231,18 +247,19 @@ async def _run(subject: Subject, selected: tuple[Check, ...], directory: Path) -
                 "fix the error above; it comes from the plugin or from the check's settings",
             )
         status: Status = "failed" if findings.problems else "skipped" if reason else "passed"
-        results.append(
-            CheckResult(
-                name=each.name,
-                law=each.law,
-                backend=backend,
-                status=status,
-                problems=tuple(findings.problems),
-                notes=tuple(findings.notes),
-                reason=reason,
-                unverified=tuple(findings.unverified),
-            )
+        result = CheckResult(
+            name=each.name,
+            law=each.law,
+            backend=backend,
+            status=status,
+            problems=tuple(findings.problems),
+            notes=tuple(findings.notes),
+            reason=reason,
+            unverified=tuple(findings.unverified),
         )
+        results.append(result)
+        if on_result is not None:
+            on_result(bench, result)
     return Report(subject.describe(), tuple(results), bench.where)
 
 

@@ -17,9 +17,11 @@ import attrs
 
 from pegboard._confined import confinement_missing
 
+from ._bench import Bench
 from ._checks import run_subject
 from ._conformance import PluginConformance
 from ._inspect import inspect_reference
+from ._report import CheckResult
 from ._subject import Example, Subject, load_reference, locate
 
 __all__ = ("run_cli", "run_parsed")
@@ -64,16 +66,32 @@ def run_parsed(arguments: argparse.Namespace) -> int:
     passed = True
     with _quiet():
         for backend in backends:
-            run = functools.partial(run_subject, subject, only=arguments.only)
+            print(f"pegboard check {subject.describe()} on {backend}", flush=True)
+            run = functools.partial(
+                run_subject, subject, only=arguments.only, on_result=_Printer(subject.describe())
+            )
             try:
                 report = anyio.run(run, backend=backend)
             except (LookupError, ValueError) as error:
                 print(f"pegboard check: {error}")
                 return 2
-            print(f"pegboard check {subject.describe()} on {backend}")
-            print(report.format())
+            print(report.summary(), flush=True)
             passed = passed and report.passed
     return 0 if passed else 1
+
+
+class _Printer:
+    """Prints each verdict as soon as it is known; where the plugin ran, before the first."""
+
+    def __init__(self, plugin: str) -> None:
+        self._plugin = plugin
+        self._started = False
+
+    def __call__(self, bench: Bench, result: CheckResult) -> None:
+        if not self._started:
+            self._started = True
+            print(f"plugin {self._plugin!r} ran {bench.where}", flush=True)
+        print(result.describe(), flush=True)
 
 
 @contextlib.contextmanager

@@ -154,6 +154,10 @@ class PluginConformance:
         """Input a tool's schema refuses never reaches the tool."""
         self._verify("invalid_input", pegboard_backend, tmp_path)
 
+    def test_side_effects(self, pegboard_backend: str, tmp_path: Path) -> None:
+        """The plugin writes, connects, reads and leaves behind nothing it should not."""
+        self._verify("side_effects", pegboard_backend, tmp_path)
+
     def test_hooks(self, pegboard_backend: str, tmp_path: Path) -> None:
         """execute_after and prepare_request hooks behave."""
         self._verify("hooks", pegboard_backend, tmp_path)

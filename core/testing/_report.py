@@ -102,6 +102,13 @@ class Report:
 
     def format(self) -> str:
         """The whole report: one block per check, then a one-line summary."""
+        blocks = [result.describe() for result in self.results]
+        if self.where:
+            blocks.insert(0, f"plugin {self.plugin!r} ran {self.where}")
+        return "\n".join([*blocks, self.summary()])
+
+    def summary(self) -> str:
+        """The one-line verdict that ends `format`."""
         counts = dict.fromkeys(_LABELS, 0)
         for result in self.results:
             counts[result.status] += 1
@@ -109,7 +116,4 @@ class Report:
         verdict = "conforms" if self.passed else "does not conform"
         if self.unverified:
             verdict = f"is not verified: {', '.join(self.unverified)} never called; it {verdict}"
-        blocks = [result.describe() for result in self.results]
-        if self.where:
-            blocks.insert(0, f"plugin {self.plugin!r} ran {self.where}")
-        return "\n".join([*blocks, f"plugin {self.plugin!r} {verdict}: {summary or 'no checks'}"])
+        return f"plugin {self.plugin!r} {verdict}: {summary or 'no checks'}"

@@ -1,0 +1,251 @@
+"""What a confined plugin does to its process: seen in its worker, for the conformance kit.
+
+A worker started for the kit watches the plugin (Python's audit hooks, a
+watched ``os.environ`` and ``sys.stdout``, and the threads, tasks, descriptors
+and working folder before and after) and reports what it saw to the host,
+which judges it. The sandbox refuses the writes and connections regardless;
+this is how the kit can name them to the plugin's author.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import gc
+import io
+import os
+import sys
+import threading
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+__all__ = ("Observer", "activity")
+
+#: What the plugin is doing in this context: importing, activating, a call, teardown.
+_ACTIVITY: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "pegboard_activity", default="code running outside any call (a thread it started?)"
+)
+
+#: Audit events that change the file system, with the position of their path.
+_FILE_EVENTS = {
+    "os.mkdir": 0,
+    "os.remove": 0,
+    "os.rename": 0,
+    "os.replace": 0,
+    "os.rmdir": 0,
+    "os.truncate": 0,
+    "os.symlink": 1,
+    "os.link": 1,
+    "shutil.rmtree": 0,
+    "shutil.copyfile": 1,
+}
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+#: The most events of one kind kept: the report needs the first few, not all.
+_KEEP = 20
+
+
+@contextlib.contextmanager
+def activity(label: str) -> Iterator[None]:
+    """Label what the plugin does inside the block."""
+    token = _ACTIVITY.set(label)
+    try:
+        yield
+    finally:
+        _ACTIVITY.reset(token)
+
+
+class Observer:
+    """Records what the plugin does that a host would not want, for the kit to report.
+
+    ``folders`` hold the plugin's own code: environment reads are reported only
+    when made from there (libraries read optional settings all the time).
+    ``allowed`` names the environment variables a confined plugin is given;
+    ``network`` whether the host granted it the network.
+    """
+
+    def __init__(self, *, allowed: frozenset[str], network: bool) -> None:
+        self._lock = threading.Lock()
+        self._events: list[dict[str, str]] = []
+        self._counts: dict[str, int] = {}
+        self._allowed = allowed
+        self._network = network
+        self._temporary = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
+        self.folders: tuple[str, ...] = ()
+        self._fds: set[int] = set()
+        self._threads: set[threading.Thread] = set()
+        self._cwd = os.getcwd()
+        self._observing = threading.local()
+
+    def install(self) -> None:
+        """Start watching: audit hook, environment and standard output."""
+        sys.dont_write_bytecode = True  # imports would write caches: not the plugin's doing
+        sys.addaudithook(self._hook)
+        os.environ = _WatchedEnvironment(os.environ, self)  # type: ignore[assignment]  # noqa: B003 - replaced, not cleared: reads are watched
+        sys.stdout = _WatchedOutput(self)
+
+    def baseline(self, folders: tuple[str, ...]) -> None:
+        """Remember the process as the plugin's import left it."""
+        self.folders = tuple(os.path.realpath(folder) for folder in folders)
+        self._fds = _descriptors()
+        self._threads = set(threading.enumerate())
+        self._cwd = os.getcwd()
+
+    def check_cwd(self) -> None:
+        """Report a changed working folder (after each call and hook)."""
+        now = os.getcwd()
+        if now != self._cwd:
+            self._record("cwd", f"changed the working directory to {now} (from {self._cwd})")
+            self._cwd = now
+
+    def after_teardown(self, tasks: list[str]) -> None:
+        """Report what outlived the plugin's teardown: threads, tasks, descriptors."""
+        self.check_cwd()
+        for thread in threading.enumerate():
+            if thread in self._threads or thread.name.startswith("AnyIO worker thread"):
+                continue
+            thread.join(0.2)  # one finishing as teardown ends is not left behind
+            if thread.is_alive():
+                self._record("thread", f"thread {thread.name!r} is still running", "teardown")
+        for task in tasks:
+            self._record("task", f"task {task} is still running", "teardown")
+        # What teardown closed may still await the collector (a file in a cycle).
+        gc.collect()
+        for fd in sorted(_descriptors() - self._fds):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                self._record("fd", f"file descriptor {fd} ({target}) is still open", "teardown")
+
+    def take(self) -> list[dict[str, str]]:
+        """The events recorded since the last call, oldest first."""
+        with self._lock:
+            taken, self._events = self._events, []
+        return taken
+
+    def _record(self, kind: str, what: str, where: str | None = None) -> None:
+        with self._lock:
+            count = self._counts.get(kind, 0)
+            self._counts[kind] = count + 1
+            if count < _KEEP:
+                self._events.append({"kind": kind, "what": what, "where": where or _ACTIVITY.get()})
+
+    def _hook(self, event: str, arguments: tuple[Any, ...]) -> None:
+        if getattr(self._observing, "busy", False):
+            return
+        self._observing.busy = True
+        try:
+            self._see(event, arguments)
+        except Exception:  # noqa: BLE001 - watching must never break the plugin
+            pass
+        finally:
+            self._observing.busy = False
+
+    def _see(self, event: str, arguments: tuple[Any, ...]) -> None:
+        if event == "open":
+            path, mode, flags = (*arguments, None, None, 0)[:3]
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITING
+            )
+            if writes and isinstance(path, str | bytes | os.PathLike):
+                self._outside("wrote", path)
+        elif event in _FILE_EVENTS:
+            position = _FILE_EVENTS[event]
+            if len(arguments) > position:
+                self._outside(f"{event.split('.')[-1]} on", arguments[position])
+        elif event == "os.chdir":
+            self._record("cwd", f"changed the working directory to {arguments[0]!r}")
+        elif event in ("socket.connect", "socket.getaddrinfo") and not self._network:
+            address = arguments[1] if event == "socket.connect" else arguments[0]
+            verb = "connected to" if event == "socket.connect" else "looked up"
+            self._record("network", f"{verb} {address!r} with no network granted")
+
+    def _outside(self, verb: str, path: object) -> None:
+        if not isinstance(path, str | bytes | os.PathLike):
+            return  # a descriptor
+        text = os.fsdecode(path)
+        if text in ("/dev/null", "/dev/stdout", "/dev/stderr"):
+            return
+        where = os.path.realpath(text)
+        if where == self._temporary or where.startswith(self._temporary + os.sep):
+            return
+        self._record("write", f"{verb} {text} (outside its temporary directory)")
+
+    def environment_read(self, name: str) -> None:
+        if name in self._allowed or getattr(self._observing, "busy", False):
+            return
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_globals.get("__name__") in _PLUMBING:
+            frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return
+        caller = os.path.realpath(frame.f_code.co_filename)
+        if any(caller == code or caller.startswith(code + os.sep) for code in self.folders):
+            self._record("environment", f"read the environment variable {name!r}")
+
+    def printed(self, text: str) -> None:
+        if text.strip():
+            self._record("stdout", f"printed to standard output: {text.strip()[:80]!r}")
+
+
+#: Modules whose frames are the machinery of an environment read, not its caller.
+_PLUMBING = frozenset({"os", "_collections_abc", "collections.abc", __name__})
+
+
+class _WatchedEnvironment(MutableMapping[str, str]):
+    """``os.environ``, telling the observer which names are read."""
+
+    def __init__(self, environ: MutableMapping[str, str], observer: Observer) -> None:
+        self._environ = environ
+        self._observer = observer
+
+    def __getitem__(self, name: str) -> str:
+        self._observer.environment_read(name)
+        return self._environ[name]
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            self._observer.environment_read(name)
+        return name in self._environ
+
+    def __setitem__(self, name: str, value: str) -> None:
+        self._environ[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._environ[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._environ)
+
+    def __len__(self) -> int:
+        return len(self._environ)
+
+    def copy(self) -> dict[str, str]:
+        return dict(self._environ)
+
+    def __getattr__(self, name: str) -> Any:  # encodekey, decodevalue, …
+        return getattr(self._environ, name)
+
+
+class _WatchedOutput(io.TextIOBase):
+    """``sys.stdout`` of a watched worker: the text goes to standard error, noted."""
+
+    def __init__(self, observer: Observer) -> None:
+        self._observer = observer
+
+    def write(self, text: str) -> int:
+        self._observer.printed(text)
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _descriptors() -> set[int]:
+    """The open file descriptors, without the one listing them."""
+    try:
+        listing = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return set()
+    try:
+        return {int(name) for name in os.listdir(listing)} - {listing}
+    finally:
+        os.close(listing)
