@@ -166,6 +166,21 @@ class CountsLocations(Good):
         yield
 
 
+class DescribesItsVisits(Good):
+    """Puts how many Locations it has seen in its tool's description."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    @hookimpl
+    async def activate_location(self, tools: pegboard.Tools) -> AsyncIterator[None]:
+        self.seen += 1
+        tool = count_tool(description=f"Count the words of a note (visit {self.seen}).")
+        tools.register({"count": tool}, namespace="notes")
+        yield
+
+
 #: What a careless plugin keeps at module level: the root of the first Location it saw.
 FIRST_ROOT: list[Path] = []
 
@@ -325,6 +340,10 @@ async def metadata_copy(input: NoteInput, context: pegboard.ToolContext) -> Any:
     return pegboard.ToolResponse(output=NoteOutput(2), metadata={"words": 2})
 
 
+async def always_refuses(input: NoteInput, context: pegboard.ToolContext) -> Any:
+    raise pegboard.ToolFailure("the notes server is not reachable")
+
+
 # --- cancellation -------------------------------------------------------------------------
 
 
@@ -415,7 +434,16 @@ BROKEN = [
     ),
     pytest.param(FailsTeardown, "teardown", "could not flush", id="teardown-raises"),
     pytest.param(SharedNotes, "isolation", "settled differently in two Locations", id="shared"),
-    pytest.param(CountsLocations, "isolation", "got different tools", id="grows"),
+    pytest.param(CountsLocations, ("definitions", "isolation"), "got different tools", id="grows"),
+    pytest.param(
+        lambda: Good(lambda: {"count": count_tool(description="Count the words. " * 70)}),
+        "definitions",
+        "characters (more than 1,024)",
+        id="long-description",
+    ),
+    pytest.param(
+        DescribesItsVisits, "definitions", "differs between two activations", id="restless"
+    ),
     # Every closed Location's folder is deleted, so the stale root shows in the examples.
     pytest.param(
         lambda: (FIRST_ROOT.clear(), CachesTheFirstRoot())[1],
@@ -526,6 +554,14 @@ def test_each_broken_plugin_fails_exactly_its_check(
         assert failed.law in failed.describe()
 
 
+def test_names_that_differ_only_by_dash_and_underscore_are_a_note(tmp_path: Path) -> None:
+    plugin = Good(lambda: {"count_words": count_tool(), "count-words": count_tool()})
+    report = check(plugin, name="notes", only=["definitions"], directory=tmp_path)
+    [result] = report.results
+    assert "passed" == result.status, report.format()
+    assert any("differ only by '-' and '_'" in note for note in result.notes)
+
+
 def test_a_failure_without_a_message_fails_examples(tmp_path: Path) -> None:
     """A ToolFailure must tell the model something."""
 
@@ -579,11 +615,57 @@ def test_every_check_is_failed_by_some_broken_plugin() -> None:
 
 
 def test_checks_without_anything_to_judge_are_skipped(tmp_path: Path) -> None:
-    """No examples: the checks that need them are skipped, with the reason; none fails."""
-    report = check(Good(), only=["examples", "cancellation"], directory=tmp_path)
-    assert ["skipped", "skipped"] == [result.status for result in report.results]
+    """No examples: the examples check is skipped, with the reason; the others judge
+    generated inputs instead; none fails."""
+    report = check(Good(), only=["examples", "cancellation", "metadata"], directory=tmp_path)
+    assert ["skipped", "passed", "passed"] == [result.status for result in report.results]
     assert "no examples" in (report.results[0].reason or "")
     assert report.passed
+
+
+NO_EXAMPLES_BROKEN = [
+    pytest.param(tools_with(execute=metadata_list), "metadata", "not a JSON object", id="meta"),
+    pytest.param(tools_with(execute=metadata_copy), "metadata", "copy of its output", id="copy"),
+    pytest.param(
+        tools_with(execute=swallows_cancellation),
+        "cancellation",
+        "swallowed the cancellation",
+        id="swallows",
+    ),
+    pytest.param(
+        tools_with(execute=always_refuses),
+        "generated",
+        "every call of 'notes_count' failed (",
+        id="always-fails",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "law", "message"), NO_EXAMPLES_BROKEN)
+def test_without_examples_generated_inputs_catch_the_same_defects(
+    make: Callable[[], object], law: str, message: str, tmp_path: Path
+) -> None:
+    """No examples is no excuse: generated inputs drive the metadata and cancellation checks."""
+    report = check(make(), name="notes", only=[law], directory=tmp_path)
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert any(message in problem.message for problem in result.problems), result.describe()
+    twin = check(Good(), name="notes", only=[law], directory=tmp_path / "twin")
+    assert twin.passed, twin.format()
+
+
+def test_a_tool_expected_to_fail_everywhere_is_noted_not_failed(tmp_path: Path) -> None:
+    plugin = tools_with(execute=always_refuses)()
+    report = check(
+        plugin,
+        name="notes",
+        only=["generated"],
+        expected_failures={"notes_count": "needs the notes server"},
+        directory=tmp_path,
+    )
+    [result] = report.results
+    assert "passed" == result.status, report.format()
+    assert any("as expected: needs the notes server" in note for note in result.notes)
 
 
 def test_a_plugin_that_does_not_activate_fails_activation_alone(tmp_path: Path) -> None:

@@ -68,6 +68,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="do not call TOOL, for REASON (repeatable); an unexercised tool otherwise fails",
     )
     parser.add_argument(
+        "--expect-failure",
+        action="append",
+        type=_skip,
+        metavar="TOOL=REASON",
+        help="TOOL fails on every generated input, for REASON (repeatable); such a tool "
+        "otherwise fails the generated check",
+    )
+    parser.add_argument(
         "--generated",
         type=_count,
         metavar="N",

@@ -122,18 +122,31 @@ def output_problem(schema: Mapping[str, Any] | None, output: Any) -> str | None:
 
 
 async def metadata(bench: Bench, findings: Findings) -> None:
-    """Run every example; judge the metadata each call returned."""
-    if not bench.subject.examples:
-        raise NotJudged(_NO_EXAMPLES)
+    """Run every example (without examples, generated inputs); judge each call's metadata."""
+    from ._check_generated import exercise_once, show
+
     seen = 0
     async with bench.open("metadata") as opened:
         advertised = opened.tools()
         bound = opened.location.limits.max_metadata_bytes
+        calls: list[tuple[str, CallResult]] = []
         for index, example in enumerate(bench.subject.examples, 1):
             if example.tool not in advertised:
                 continue  # the examples check reports it
-            where = f"example {index} ({example.tool})"
             result = await bench.call(opened, example.tool, example.input)
+            calls.append((f"example {index} ({example.tool})", result))
+        if not bench.subject.examples:
+            request = opened.location.prepare()
+            for name, definition in sorted(advertised.items()):
+                if name in bench.subject.skip:
+                    continue
+                for value, result in await exercise_once(
+                    bench, opened, name, definition, request, count=5
+                ):
+                    calls.append((f"tool {name!r} on generated input {show(value, 100)}", result))
+            if not calls:
+                raise NotJudged(_NO_EXAMPLES + ", and no input could be generated")
+        for where, result in calls:
             for warning in result.dropped:
                 findings.problem(
                     f"{where}: pegboard {warning}",
@@ -155,7 +168,7 @@ async def metadata(bench: Bench, findings: Findings) -> None:
             if value is not None:
                 seen += 1
     if not seen and not findings.problems:
-        findings.note("no example returned metadata")
+        findings.note("no call returned metadata")
 
 
 async def invalid_input(bench: Bench, findings: Findings) -> None:

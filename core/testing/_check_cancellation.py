@@ -15,6 +15,7 @@ import pegboard
 from pegboard._confined import Worker
 
 from ._bench import Bench, Opened, describe_error, describe_outcome, pegboard_warnings
+from ._check_generated import simplest_input
 from ._report import Findings, NotJudged
 from ._subject import Example
 
@@ -40,11 +41,17 @@ class _Attempt:
 async def cancellation(bench: Bench, findings: Findings) -> None:
     """Cancel one call of each tool while it awaits; it must end cancelled, promptly."""
     inputs = _inputs(bench.subject.examples)
-    if not inputs:
-        raise NotJudged("no example gives a tool valid input, so no call could be cancelled")
     exercised = 0
     async with bench.open("cancellation", blocking=True) as opened:
         advertised = opened.tools()
+        for name, definition in sorted(advertised.items()):
+            if name not in inputs and name not in bench.subject.skip:
+                # No example: the simplest input the tool's schema accepts.
+                found = await anyio.to_thread.run_sync(simplest_input, definition)
+                if found is not None:
+                    inputs[name] = found
+        if not inputs:
+            raise NotJudged("no example or generated input reaches a tool; nothing to cancel")
         for tool, raw in inputs.items():
             if tool not in advertised:
                 continue  # the examples check reports it

@@ -20,7 +20,7 @@ from ._check_calls import output_problem
 from ._check_definitions import schema_problem
 from ._report import Findings
 
-__all__ = ("exercise_once", "generated", "input_strategy")
+__all__ = ("exercise_once", "generated", "input_strategy", "simplest_input")
 
 _INSTALL = "pip install 'pegboard[kit]'"
 #: Calls per generated input a tool may take, shrinking included, before the kit stops.
@@ -40,6 +40,8 @@ class _Trial:
     broken: tuple[Any, str, str] | None = None
     #: Set by the spy when the tool changed the input it was given.
     mutated: str | None = None
+    #: Each input and what calling the tool with it gave.
+    results: list[tuple[Any, CallResult]] = attrs.field(factory=list)
 
 
 def _plain(value: Any) -> Any:
@@ -64,7 +66,7 @@ def _spied(tool: pegboard.Tool, trial: _Trial) -> pegboard.Tool:
         finally:
             after = _plain(value)
             if after != before:
-                trial.mutated = f"from {_show(before, 100)} to {_show(after, 100)}"
+                trial.mutated = f"from {show(before, 100)} to {show(after, 100)}"
 
     return attrs.evolve(tool, execute=spy)
 
@@ -103,10 +105,11 @@ async def generated(bench: Bench, findings: Findings) -> None:
                 continue
             if trial.calls:
                 exercised.add(name)
+            _every_call_failed(bench, name, trial, findings)
             if trial.broken is not None:
                 value, what, fix = trial.broken
                 findings.problem(
-                    f"tool {name!r} {what} on input its input schema accepts: {_show(value)}",
+                    f"tool {name!r} {what} on input its input schema accepts: {show(value)}",
                     fix,
                 )
     for name in sorted(set(advertised) - exercised):
@@ -124,9 +127,30 @@ async def exercise_once(
     name: str,
     definition: pegboard.ToolDefinition,
     request: pegboard.Request,
-) -> None:
-    """Call ``name`` with a few generated inputs, judging nothing (other checks watch)."""
-    await _try(bench, opened, name, definition, 3, request, shrink=False)
+    count: int = 3,
+) -> list[tuple[Any, CallResult]]:
+    """Call ``name`` with ``count`` generated inputs, judging nothing (other checks do);
+    each input with what calling the tool with it gave."""
+    trial, _ = await _try(bench, opened, name, definition, count, request, shrink=False)
+    return trial.results
+
+
+def simplest_input(definition: pegboard.ToolDefinition) -> Any:
+    """The simplest input the tool's input schema accepts, or None where none is found."""
+    if schema_problem(definition.input_schema, "input schema") is not None:
+        return None
+    try:
+        import hypothesis
+
+        strategy = input_strategy(definition.input_schema)
+        settings = hypothesis.settings(
+            database=None, derandomize=True, suppress_health_check=list(hypothesis.HealthCheck)
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return hypothesis.find(strategy, lambda _: True, settings=settings)
+    except Exception:  # noqa: BLE001 - no input is found: the check says it has none
+        return None
 
 
 async def _try(
@@ -172,6 +196,29 @@ async def _try(
     return trial, None
 
 
+def _every_call_failed(bench: Bench, name: str, trial: _Trial, findings: Findings) -> None:
+    """A tool that answers every input with a ToolFailure does nothing: unless expected."""
+    outcomes = [result.own for _, result in trial.results]
+    if not outcomes or not all(isinstance(own, pegboard.Failed) for own in outcomes):
+        return
+    if name in bench.subject.expected_failures:
+        findings.note(
+            f"every call of {name!r} failed, as expected: {bench.subject.expected_failures[name]}"
+        )
+        return
+    if any(e.tool == name and e.expect == "completed" for e in bench.subject.examples):
+        return  # an example shows it completing; the examples check judges that
+    first = outcomes[0]
+    assert isinstance(first, pegboard.Failed)
+    findings.problem(
+        f"every call of {name!r} failed ({len(outcomes)} generated inputs): "
+        f"{describe_outcome(first)}",
+        "a tool that fails on every input its schema accepts does nothing a model can use: "
+        "fix it, narrow its schema, or, when it needs what the checks cannot give (a "
+        f"service, a credential), say so: expected_failures={{{name!r}: 'why'}}",
+    )
+
+
 def _explore(
     strategy: Any,
     call: Callable[[Any], CallResult | None],
@@ -197,6 +244,7 @@ def _explore(
         result = call(value)
         if result is None:
             return
+        trial.results.append((value, result))
         verdict = _verdict(result, definition)
         if verdict is None and trial.mutated is not None:
             verdict = (
@@ -256,7 +304,8 @@ def _verdict(result: CallResult, definition: pegboard.ToolDefinition) -> tuple[s
     return None
 
 
-def _show(value: Any, limit: int = 200) -> str:
+def show(value: Any, limit: int = 200) -> str:
+    """``value`` as JSON, cut at ``limit`` characters."""
     import json
 
     text = json.dumps(value, ensure_ascii=False, default=repr)

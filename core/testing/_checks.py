@@ -53,8 +53,9 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "definitions",
-        "every tool definition has a name every provider accepts, a non-empty description, "
-        "and input and output schemas that pass the JSON Schema 2020-12 meta-schema",
+        "every tool definition has a name every provider accepts, a non-empty description "
+        "of at most 1,024 characters, and input and output schemas that pass the JSON Schema "
+        "2020-12 meta-schema; two activations get the same definitions",
         _check_definitions.definitions,
     ),
     Check(
@@ -140,6 +141,7 @@ async def run_checks(
     files: Files = None,
     timeout: float = 10.0,  # noqa: ASYNC109 - bounds each call, not this function
     skip: Mapping[str, str] | None = None,
+    expected_failures: Mapping[str, str] | None = None,
     generated: int = 25,
     blocking_threshold: float = 0.1,
     import_threshold: float = 1.0,
@@ -156,6 +158,8 @@ async def run_checks(
     tools; ``files`` seed every fresh Location (a mapping of relative paths to
     content, or a folder to copy); ``timeout`` bounds each call and activation.
     ``skip`` maps tools the checks must not call to the reason why;
+    ``expected_failures`` maps tools expected to fail on every generated input to
+    the reason (a tool that fails on every input otherwise fails);
     ``generated`` is how many inputs to draw from each tool's input schema;
     ``blocking_threshold`` and ``import_threshold`` are the seconds the event loop
     may stay blocked and the plugin's import may take. ``confine`` is where the
@@ -174,6 +178,7 @@ async def run_checks(
         files=files,
         timeout=timeout,
         skip=dict(skip or {}),
+        expected_failures=dict(expected_failures or {}),
         generated=generated,
         blocking_threshold=blocking_threshold,
         import_threshold=import_threshold,

@@ -128,6 +128,11 @@ def _subject(arguments: argparse.Namespace) -> Subject:
         changes["timeout"] = arguments.timeout
     if arguments.skip:
         changes["skip"] = {**subject.skip, **dict(arguments.skip)}
+    if arguments.expect_failure:
+        changes["expected_failures"] = {
+            **subject.expected_failures,
+            **dict(arguments.expect_failure),
+        }
     if arguments.generated is not None:
         changes["generated"] = arguments.generated
     return attrs.evolve(subject, **changes)

@@ -51,6 +51,8 @@ class PluginConformance:
     - ``skip``: tools the checks must not call, each mapped to the reason
       (a tool that neither an example nor a generated input exercised is
       otherwise "not verified", and fails);
+    - ``expected_failures``: tools expected to fail on every generated input,
+      each mapped to the reason (a tool that fails on every input otherwise fails);
     - ``generated``: how many inputs to draw from each tool's input schema;
     - ``blocking_threshold``: seconds the plugin may hold the event loop (0.1);
     - ``import_threshold``: seconds importing its module may take (1.0).
@@ -65,6 +67,7 @@ class PluginConformance:
     files: ClassVar[Files] = None
     timeout: ClassVar[float] = 10.0
     skip: ClassVar[Mapping[str, str]] = {}
+    expected_failures: ClassVar[Mapping[str, str]] = {}
     generated: ClassVar[int] = 25
     blocking_threshold: ClassVar[float] = 0.1
     import_threshold: ClassVar[float] = 1.0
@@ -85,6 +88,7 @@ class PluginConformance:
             files=cls.files,
             timeout=cls.timeout,
             skip=dict(cls.skip),
+            expected_failures=dict(cls.expected_failures),
             generated=cls.generated,
             blocking_threshold=cls.blocking_threshold,
             import_threshold=cls.import_threshold,

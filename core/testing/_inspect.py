@@ -153,6 +153,7 @@ def _describe(reference: str, folder: str | None) -> dict[str, Any]:
         "files": files,
         "timeout": subject.timeout,
         "skip": dict(subject.skip),
+        "expected_failures": dict(subject.expected_failures),
         "generated": subject.generated,
         "blocking_threshold": subject.blocking_threshold,
         "import_threshold": subject.import_threshold,

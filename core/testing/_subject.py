@@ -84,6 +84,9 @@ class Subject:
     timeout: float = 10.0
     #: Tools the checks do not call, each with the reason a reader of the report sees.
     skip: Mapping[str, str] = attrs.field(factory=dict)
+    #: Tools expected to fail on every generated input, each with the reason (they need
+    #: a service or credential the checks cannot give).
+    expected_failures: Mapping[str, str] = attrs.field(factory=dict)
     #: How many inputs the generated check draws from each tool's input schema.
     generated: int = 25
     #: Seconds the event loop may go without running other tasks (the blocking check).
