@@ -6,6 +6,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
 import attrs
 import orjson
 
@@ -115,7 +116,10 @@ def search_tool(search: Callable[[str, int], tuple[ToolDefinition, ...]]) -> Too
 
     async def execute(input: dict[str, Any], context: ToolContext) -> ToolResponse[Any]:
         query = input["query"]
-        found = [search_value(definition) for definition in search(query, input.get("limit", 5))]
+        # In a worker thread: the first search of a snapshot builds its index,
+        # which takes a while over thousands of tools.
+        matches = await anyio.to_thread.run_sync(search, query, input.get("limit", 5))
+        found = [search_value(definition) for definition in matches]
         if not found:
             return ToolResponse(
                 output={"tools": []},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -388,8 +388,12 @@ class Request:
             if not self._searching():
                 self._deferred = ()
             else:
-                keep = self._keeps()
-                self._deferred = tuple(d for d in self._every() if keep(d.name))
+                only, exclude = self._scope()
+                self._deferred = tuple(
+                    d
+                    for d in self._every()
+                    if (d.name in only if only is not None else d.name not in exclude)
+                )
         return self._deferred
 
     def _searching(self) -> bool:
@@ -397,13 +401,12 @@ class Request:
         definitions = self.definitions
         return bool(definitions) and definitions[-1] is SEARCH_DEFINITION
 
-    def _keeps(self) -> Callable[[str], bool]:
-        """Whether a name of the snapshot is deferred in this request."""
-        loaded, withdrawn = self._loaded, self._withdrawn
+    def _scope(self) -> tuple[frozenset[str] | None, frozenset[str]]:
+        """``(only, exclude)``: the deferred names, or the captured names that are not."""
         if self._defer == "auto":
-            return lambda name: name not in loaded and name not in withdrawn
+            return None, self._loaded | self._withdrawn
         defer = self._defer or frozenset()
-        return lambda name: name in defer and name not in loaded and name not in withdrawn
+        return defer - self._loaded - self._withdrawn, frozenset()
 
     def search(self, query: str, *, limit: int = 5) -> tuple[ToolDefinition, ...]:
         """The deferred definitions that best match ``query``, best first.
@@ -423,7 +426,7 @@ class Request:
             raise ValueError(f"search() takes a positive integer limit, got {limit!r}")
         if not self._searching():
             return ()
-        return self._snapshot.index.search(query, limit, self._keeps())
+        return self._search(query, limit)
 
     @property
     def tool_choice(self) -> Literal["auto", "none"]:
@@ -474,7 +477,8 @@ class Request:
         return await self._pipeline.run(name, tool, call, identity)
 
     def _search(self, query: str, limit: int) -> tuple[ToolDefinition, ...]:
-        return self._snapshot.index.search(query, limit, self._keeps())
+        only, exclude = self._scope()
+        return self._snapshot.index.search(query, limit, only=only, exclude=exclude)
 
     async def execute_all(self, calls: Iterable[ToolCall]) -> list[Outcome]:
         """Run one step's calls concurrently and return their outcomes in call order.
