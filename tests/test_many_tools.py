@@ -478,3 +478,35 @@ async def test_native_search_elsewhere_names_the_provider(
     with pytest.raises(CompatibilityError, match=f"{label} has no native tool search") as caught:
         provider.tools(request, native_search=True)
     assert label == caught.value.provider
+
+
+# -- Code Mode --------------------------------------------------------------------------
+
+
+async def test_code_mode_finds_and_calls_a_deferred_tool(
+    board: pegboard.Location, context: Context
+) -> None:
+    """The program searches the deferred tools, then calls what it found."""
+    request = board.prepare(code_mode=True, defer=["get_weather", "takeScreenshot"])
+    (execute,) = request.definitions
+    assert "search_tools(query=" in execute.description
+    assert "async def read_notes" in execute.description
+    assert "async def get_weather" not in execute.description
+    code = (
+        "found = await search_tools(query='weather in a city', limit=3)\n"
+        "print(found[0]['name'], sorted(found[0]['input_schema']['properties']))\n"
+        "await get_weather(city='Oslo')"
+    )
+    outcome = await call(request, context, "execute", {"code": code})
+    assert isinstance(outcome, pegboard.Completed), outcome
+    assert "get_weather ['city']\nran Report" == outcome.content[0].text  # type: ignore[union-attr]
+
+
+async def test_code_mode_without_deferred_tools_has_no_search(
+    board: pegboard.Location, context: Context
+) -> None:
+    request = board.prepare(code_mode=True)
+    assert "search_tools" not in request.definitions[0].description
+    outcome = await call(request, context, "execute", {"code": "await search_tools(query='x')"})
+    assert isinstance(outcome, pegboard.Failed)
+    assert "is not defined" in outcome.error.message
