@@ -258,7 +258,12 @@ class Location:
         return f"<Location {str(self.root)!r}{' (closed)' if self._closed else ''}>"
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def _names(names: Iterable[str], argument: str) -> frozenset[str]:
+    if names == ():
+        return _NONE
     if isinstance(names, str):
         raise TypeError(f"{argument}= takes an iterable of tool names, got the string {names!r}")
     found = frozenset(names)

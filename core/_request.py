@@ -354,6 +354,8 @@ class Request:
                 return self._every()
             # Everything is deferred but the loaded tools: read them by name,
             # so a request over thousands of tools costs what it advertises.
+            if not loaded:
+                return (SEARCH_DEFINITION,) if len(self._tools) > len(self._withdrawn) else ()
             kept = sorted(
                 name for name in loaded if name in self._tools and name not in self._withdrawn
             )
