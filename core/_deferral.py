@@ -10,6 +10,7 @@ import anyio.to_thread
 import attrs
 import orjson
 
+from ._json import thaw
 from ._tool import Tool, ToolContext, ToolDefinition, ToolResponse, tool
 
 __all__ = (
@@ -102,8 +103,6 @@ SEARCH_DEFINITION = ToolDefinition(SEARCH_TOOLS, _DESCRIPTION, _INPUT, _OUTPUT)
 
 def search_value(definition: ToolDefinition) -> dict[str, Any]:
     """One search result as plain JSON: what a model needs to call the tool."""
-    from ._json import thaw
-
     return {
         "name": definition.name,
         "description": definition.description,
@@ -141,8 +140,6 @@ def definition_characters(name: str, tool: Tool) -> int:
     """
     size = _SIZES.get(tool)
     if size is None:
-        from ._json import thaw
-
         body = {"name": "", "description": tool.description}
         body["input_schema"] = thaw(tool.input.json_schema)
         size = _SIZES[tool] = len(orjson.dumps(body).decode())

@@ -188,7 +188,9 @@ async def test_auto_follows_changes_to_the_boards(
         small = location.tools.register({"read_notes": TOOLS["read_notes"]})
         assert () == location.prepare(defer="auto").deferred
         more = location.tools.register({k: v for k, v in TOOLS.items() if k != "read_notes"})
-        assert len(TOOLS) == len(location.prepare(defer="auto").deferred)
+        over = location.prepare(defer="auto")
+        assert ["search_tools"] == names(over.definitions)
+        assert len(TOOLS) == len(over.deferred)
         more.close()
         assert () == location.prepare(defer="auto").deferred
         small.close()
@@ -510,3 +512,16 @@ async def test_code_mode_without_deferred_tools_has_no_search(
     outcome = await call(request, context, "execute", {"code": "await search_tools(query='x')"})
     assert isinstance(outcome, pegboard.Failed)
     assert "is not defined" in outcome.error.message
+
+
+async def test_code_mode_search_tools_keeps_its_name_beside_a_look_alike(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A tool named search-tools reads as search_tools in Python: it yields the name."""
+    location.tools.register({"search-tools": named("Look for tools elsewhere.")})
+    location.tools.register({"get_weather": TOOLS["get_weather"]})
+    request = location.prepare(code_mode=True, defer=["get_weather"])
+    code = "[t['name'] for t in await search_tools(query='weather')], await search_tools2()"
+    outcome = await call(request, context, "execute", {"code": code})
+    assert isinstance(outcome, pegboard.Completed), outcome
+    assert '[["get_weather"], "ran Look"]' == outcome.content[0].text  # type: ignore[union-attr]
