@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ResourceLink,
         Text,
     )
+    from ._deferral import ToolBudget
     from ._durable import dump_outcome, load_outcome
     from ._errors import (
         CodecError,
@@ -113,6 +114,7 @@ __all__ = (
     "Text",
     "Tool",
     "ToolAnnotations",
+    "ToolBudget",
     "ToolCall",
     "ToolChanges",
     "ToolContext",
@@ -184,6 +186,7 @@ _HOMES = {
     "Text": "._content",
     "Tool": "._tool",
     "ToolAnnotations": "._tool",
+    "ToolBudget": "._deferral",
     "ToolCall": "._outcome",
     "ToolChanges": "._location",
     "ToolContext": "._tool",

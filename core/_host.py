@@ -26,6 +26,7 @@ from ._config import (
     plugin_specs,
 )
 from ._confined import ConfineMode, Confining, network_names
+from ._deferral import ToolBudget
 from ._filesystem import Filesystem
 from ._location import Location
 from ._permissions import Approver, PermissionRule, Permissions, default_approvals_file
@@ -107,6 +108,7 @@ class Host:
         environment: Mapping[str, str] | None = None,
         confine: ConfineMode = "auto",
         network: Iterable[str] = (),
+        tool_budget: ToolBudget | None = None,
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
 
@@ -123,6 +125,9 @@ class Host:
         callable asked when a rule says ``ask``. ``code_mode`` sets the limits
         of each Code Mode ``execute`` call a request of this Location makes
         (`pegboard.codemode.CodeModeLimits`; see docs/code-mode.md).
+        ``tool_budget`` is how many tokens of definitions a request prepared
+        with ``defer="auto"`` advertises before it defers its tools
+        (`pegboard.ToolBudget`; see docs/host-guide.md, "Many tools").
 
         ``sandbox`` is the host's choice alone (a Location's config cannot make
         it): ``"auto"`` runs every command a tool starts (``bash``, manifest
@@ -148,6 +153,8 @@ class Host:
         """
         if code_mode is not None:
             _check_code_mode(code_mode)
+        if tool_budget is not None and not isinstance(tool_budget, ToolBudget):
+            raise TypeError(f"tool_budget takes a pegboard.ToolBudget or None, got {tool_budget!r}")
         path = anyio.Path(root)
         if not await path.is_dir():
             raise NotADirectoryError(f"a Location's root must be a directory: {path}")
@@ -198,6 +205,7 @@ class Host:
             enabled=tuple(spec.name for spec in specs),
             code_mode=code_mode,
             sandbox=confinement.info,
+            tool_budget=tool_budget,
         )
         trust = frozenset(trusted) | {BUILTIN}
         try:

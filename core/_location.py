@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.from_thread
@@ -16,6 +16,7 @@ import attrs
 
 from ._activation import Activation
 from ._bounding import OutputLimits
+from ._deferral import ToolBudget
 from ._filesystem import Filesystem
 from ._permissions import Permissions
 from ._pipeline import Pipeline
@@ -101,6 +102,7 @@ class Location:
         enabled: tuple[str, ...] = (),
         code_mode: CodeModeLimits | None = None,
         sandbox: SandboxInfo | None = None,
+        tool_budget: ToolBudget | None = None,
     ) -> None:
         self.root = root
         #: Which OS sandbox confines the commands tools start here, or why none does.
@@ -123,6 +125,8 @@ class Location:
         self._closed = False
         self._watchers: weakref.WeakSet[ToolChanges] = weakref.WeakSet()
         self._code_mode = code_mode
+        #: How much of a request's tools ``prepare(defer="auto")`` advertises in full.
+        self.tool_budget = tool_budget or ToolBudget()
 
     @property
     def limits(self) -> OutputLimits:
@@ -165,11 +169,23 @@ class Location:
         )
 
     def prepare(
-        self, *, final_step: bool = False, code_mode: bool | CodeModeLimits = False
+        self,
+        *,
+        final_step: bool = False,
+        code_mode: bool | CodeModeLimits = False,
+        defer: Literal["auto"] | Iterable[str] | None = None,
+        loaded: Iterable[str] = (),
     ) -> Request:
         """Capture, for every advertised name, the effective registration now.
 
         On the final step the definitions stay and ``tool_choice`` is ``"none"``.
+        ``defer`` names tools to capture without advertising them in full (an
+        unknown name raises `ValueError`), or is ``"auto"``: defer every tool
+        once their definitions exceed the Location's `pegboard.ToolBudget`.
+        ``loaded`` names tools already revealed to the model: they are always
+        advertised (names no longer registered are ignored). A request with
+        deferred tools also advertises ``search_tools``, which finds them; a
+        deferred tool executes like any other. See docs/host-guide.md, "Many tools".
         With ``code_mode`` the request advertises one tool, ``execute``, running a
         sandboxed program over the captured tools; see docs/code-mode.md. ``True``
         takes the limits the Location was opened with (``host.location(...,
@@ -187,7 +203,15 @@ class Location:
         definitions = None
         if self._activation is not None and self._activation.prepare_hooks():
             definitions = self._activation.withdraw(snapshot.definitions, final_step)
-        request = Request(snapshot, self._pipeline, final_step=final_step, definitions=definitions)
+        request = Request(
+            snapshot,
+            self._pipeline,
+            final_step=final_step,
+            definitions=definitions,
+            defer=_deferral(defer, snapshot),
+            loaded=_names(loaded, "loaded"),
+            budget=self.tool_budget,
+        )
         if code_mode is False:
             return request
         # Imported by name: only Code Mode pays for it, and the engine does not
@@ -232,3 +256,37 @@ class Location:
 
     def __repr__(self) -> str:
         return f"<Location {str(self.root)!r}{' (closed)' if self._closed else ''}>"
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _names(names: Iterable[str], argument: str) -> frozenset[str]:
+    if names == ():
+        return _NONE
+    if isinstance(names, str):
+        raise TypeError(f"{argument}= takes an iterable of tool names, got the string {names!r}")
+    found = frozenset(names)
+    if not all(isinstance(name, str) for name in found):
+        raise TypeError(f"{argument}= takes an iterable of tool names, got {names!r}")
+    return found
+
+
+def _deferral(
+    defer: Literal["auto"] | Iterable[str] | None, snapshot: Snapshot
+) -> Literal["auto"] | frozenset[str] | None:
+    """``defer=`` checked: ``None``, ``"auto"``, or names the snapshot has."""
+    if defer is None or defer == "auto":
+        return defer
+    if isinstance(defer, str):
+        raise ValueError(
+            f"defer= takes None, 'auto' or an iterable of tool names, got the string {defer!r}"
+        )
+    names = _names(defer, "defer")
+    unknown = sorted(name for name in names if name not in snapshot.tools)
+    if unknown:
+        raise ValueError(
+            f"defer= names tools this Location does not have: {', '.join(map(repr, unknown))}; "
+            "defer only registered tools (request.definitions lists them)"
+        )
+    return names

@@ -16,7 +16,8 @@ __all__ = ("Board", "Registration", "Scope", "Tools", "effective_name")
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 _VALID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
 #: Effective names no registration may take: Code Mode's entry point.
-RESERVED = frozenset({"execute"})
+#: Names the framework advertises itself, and what for.
+RESERVED = {"execute": "Code Mode", "search_tools": "tool search"}
 
 # What a Tools capability or a Registration acts on, kept out of the objects
 # plugins hold: their attributes reach no board (which would hold every tool
@@ -79,7 +80,7 @@ def effective_name(name: str, namespace: str | None = None) -> str:
         )
     if normal in RESERVED:
         raise RegistrationError(
-            f"tool name {name!r} becomes {normal!r}, which is reserved for Code Mode; "
+            f"tool name {name!r} becomes {normal!r}, which is reserved for {RESERVED[normal]}; "
             "rename the tool"
         )
     return normal

@@ -8,9 +8,17 @@ from typing import Any, Literal
 
 import anyio
 
+from ._deferral import (
+    SEARCH_DEFINITION,
+    SEARCH_TOOLS,
+    ToolBudget,
+    definition_characters,
+    search_tool,
+)
 from ._outcome import CallIdentity, Outcome, ToolCall
 from ._pipeline import Pipeline
 from ._registry import Board
+from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
 
 __all__ = ("Request", "Snapshot")
@@ -69,7 +77,16 @@ class Snapshot:
     definitions are built when first read, reusing those of unchanged names.
     """
 
-    __slots__ = ("_basis", "_defined", "_definitions", "_layers", "_marks", "tools")
+    __slots__ = (
+        "_basis",
+        "_characters",
+        "_defined",
+        "_definitions",
+        "_index",
+        "_layers",
+        "_marks",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -86,6 +103,11 @@ class Snapshot:
         #: The sorted definitions of an earlier snapshot of the same boards,
         #: and the names changed since: ours are those, patched.
         self._basis: tuple[tuple[ToolDefinition, ...], set[str]] | None = None
+        #: The JSON characters of all definitions, or an earlier snapshot's
+        #: total with the tools and names to correct it by.
+        self._characters: int | tuple[int, Mapping[str, Tool], set[str]] | None = None
+        #: The search index over every definition, built at the first search.
+        self._index: SearchIndex | None = None
         # One layer is the base, which holds no removed names: a plain dict.
         self.tools: Mapping[str, Tool] = (
             layers[0] if len(layers) == 1 else _Layered(layers, size)  # type: ignore[assignment]
@@ -147,6 +169,8 @@ class Snapshot:
             snapshot = Snapshot((base,), size, marks, _prune(defined, base))
         else:
             snapshot = Snapshot((*layers, layer), size, marks, defined)
+        if isinstance(self._characters, int):
+            snapshot._characters = (self._characters, self.tools, changed)
         if self._definitions is not None:
             snapshot._basis = (self._definitions, changed)
         elif self._basis is not None and len(self._basis[1]) + len(changed) <= size // 4 + 64:
@@ -165,6 +189,37 @@ class Snapshot:
                 self._basis = None
         return self._definitions  # type: ignore[return-value]
 
+    @property
+    def characters(self) -> int:
+        """The JSON characters of every definition, as ``defer="auto"`` counts them.
+
+        After a few changes it corrects the previous snapshot's total by the
+        changed names alone, so a request over many tools stays cheap to prepare.
+        """
+        known = self._characters
+        if isinstance(known, int):
+            return known
+        tools = self.tools
+        if known is None:
+            total = sum(definition_characters(name, tool) for name, tool in tools.items())
+        else:
+            total, before, changed = known
+            for name in changed:
+                old, new = before.get(name), tools.get(name)
+                if old is not None:
+                    total -= definition_characters(name, old)
+                if new is not None:
+                    total += definition_characters(name, new)
+        self._characters = total
+        return total
+
+    @property
+    def index(self) -> SearchIndex:
+        """The search index over every definition, built once, when first needed."""
+        if self._index is None:
+            self._index = SearchIndex(self.definitions)
+        return self._index
+
     def _patch(self, definitions: tuple[ToolDefinition, ...], changed: set[str]) -> None:
         """Copy an earlier snapshot's sorted definitions, redoing only ``changed`` names."""
         tools = self.tools
@@ -179,6 +234,10 @@ class Snapshot:
                 patched.append(self._define(name))
         patched += definitions[start:]
         self._definitions = tuple(patched)
+
+    def define(self, name: str) -> ToolDefinition:
+        """The definition of one captured name (it must be one)."""
+        return self._define(name)
 
     def _define(self, name: str) -> ToolDefinition:
         tool = self.tools[name]
@@ -223,10 +282,24 @@ class Request:
     """One model request: the definitions to advertise and the tools they captured.
 
     Calls execute the registration captured when the request was prepared;
-    registration changes affect only later requests.
+    registration changes affect only later requests. Deferred tools are
+    captured too, and execute like the advertised ones.
     """
 
-    __slots__ = ("_definitions", "_pipeline", "_snapshot", "_tools", "_withdrawn", "final_step")
+    __slots__ = (
+        "_advertised",
+        "_budget",
+        "_defer",
+        "_deferred",
+        "_hooked",
+        "_loaded",
+        "_pipeline",
+        "_search_tool",
+        "_snapshot",
+        "_tools",
+        "_withdrawn",
+        "final_step",
+    )
 
     def __init__(
         self,
@@ -235,26 +308,127 @@ class Request:
         *,
         final_step: bool,
         definitions: tuple[ToolDefinition, ...] | None = None,
+        defer: Literal["auto"] | frozenset[str] | None = None,
+        loaded: frozenset[str] = frozenset(),
+        budget: ToolBudget | None = None,
     ) -> None:
         self._pipeline = pipeline
         self._snapshot = snapshot
         self._tools = snapshot.tools
         self.final_step = final_step
-        self._definitions = definitions
+        #: What the prepare_request hooks kept, or None when none ran.
+        self._hooked = definitions
         if definitions is None:
             self._withdrawn: frozenset[str] = frozenset()
         else:
             kept = {definition.name for definition in definitions}
             self._withdrawn = frozenset(name for name in snapshot.tools if name not in kept)
+        self._defer = defer
+        self._loaded = loaded
+        self._budget = budget or ToolBudget()
+        # Both worked out when first read: requests that only execute calls
+        # never pay for them.
+        self._advertised: tuple[ToolDefinition, ...] | None = None
+        self._deferred: tuple[ToolDefinition, ...] | None = None
+        self._search_tool: Tool | None = None
+
+    def _every(self) -> tuple[ToolDefinition, ...]:
+        """Every definition of the request, advertised or deferred, sorted by name."""
+        return self._snapshot.definitions if self._hooked is None else self._hooked
+
+    def _over_budget(self) -> bool:
+        if self._hooked is None:
+            characters = self._snapshot.characters
+        else:
+            tools = self._tools
+            characters = sum(definition_characters(d.name, tools[d.name]) for d in self._hooked)
+        return characters > self._budget.characters
+
+    def _divide(self) -> tuple[ToolDefinition, ...]:
+        defer = self._defer
+        if defer is None:
+            return self._every()
+        loaded = self._loaded
+        if defer == "auto":
+            if not self._over_budget():
+                return self._every()
+            # Everything is deferred but the loaded tools: read them by name,
+            # so a request over thousands of tools costs what it advertises.
+            if not loaded:
+                return (SEARCH_DEFINITION,) if len(self._tools) > len(self._withdrawn) else ()
+            kept = sorted(
+                name for name in loaded if name in self._tools and name not in self._withdrawn
+            )
+            advertised = tuple(self._snapshot.define(name) for name in kept)
+            if len(advertised) == len(self._tools) - len(self._withdrawn):
+                return advertised
+            return (*advertised, SEARCH_DEFINITION)
+        every = self._every()
+        advertised = tuple(d for d in every if d.name not in defer or d.name in loaded)
+        if len(advertised) == len(every):
+            return advertised
+        return (*advertised, SEARCH_DEFINITION)
 
     @property
     def definitions(self) -> tuple[ToolDefinition, ...]:
-        """The inert definitions to send to the provider, in a stable order."""
-        if self._definitions is None:
-            # Built when first read, once per snapshot: requests that only
-            # execute calls never pay for them.
-            self._definitions = self._snapshot.definitions
-        return self._definitions
+        """The inert definitions to send to the provider in full, in a stable order.
+
+        When tools are deferred, the last is ``search_tools``, which finds them.
+        """
+        if self._advertised is None:
+            self._advertised = self._divide()
+        return self._advertised
+
+    @property
+    def deferred(self) -> tuple[ToolDefinition, ...]:
+        """The definitions captured but not advertised in full, sorted by name.
+
+        Calls to them execute like any other; `search` and the ``search_tools``
+        tool find them.
+        """
+        if self._deferred is None:
+            if not self._searching():
+                self._deferred = ()
+            else:
+                only, exclude = self._scope()
+                self._deferred = tuple(
+                    d
+                    for d in self._every()
+                    if (d.name in only if only is not None else d.name not in exclude)
+                )
+        return self._deferred
+
+    def _searching(self) -> bool:
+        """Whether anything is deferred (then ``search_tools`` is advertised)."""
+        definitions = self.definitions
+        return bool(definitions) and definitions[-1] is SEARCH_DEFINITION
+
+    def _scope(self) -> tuple[frozenset[str] | None, frozenset[str]]:
+        """``(only, exclude)``: the deferred names, or the captured names that are not."""
+        if self._defer == "auto":
+            return None, self._loaded | self._withdrawn
+        defer = self._defer or frozenset()
+        return defer - self._loaded - self._withdrawn, frozenset()
+
+    def search(self, query: str, *, limit: int = 5) -> tuple[ToolDefinition, ...]:
+        """The deferred definitions that best match ``query``, best first.
+
+        Ranked with BM25 over each tool's name (split at ``_``, ``-`` and
+        camelCase), description, parameter names and parameter descriptions;
+        the same snapshot always gives the same ranking. At most ``limit``
+        (a positive integer) are returned; none when nothing is deferred or no
+        word of the query occurs in any of them. The index is built at the
+        first search and shared by the requests of the same snapshot.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"search() takes the query as a string, got {type(query).__name__}")
+        if not query.strip():
+            raise ValueError("search() needs a query: describe what the tool should do")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"search() takes a positive integer limit, got {limit!r}")
+        if not self._searching():
+            return ()
+        return self._search(query, limit)
 
     @property
     def tool_choice(self) -> Literal["auto", "none"]:
@@ -275,6 +449,10 @@ class Request:
         identity = CallIdentity.of(call.context)
         name = call.name
         tool = self._tools.get(name)
+        if tool is None and name == SEARCH_TOOLS and self._searching():
+            if self._search_tool is None:
+                self._search_tool = search_tool(self._search)
+            tool = self._search_tool
         if self.final_step:
             return await self._pipeline.fail(
                 identity,
@@ -299,6 +477,10 @@ class Request:
                 f"there is no tool named {name!r}; available tools: {known or '(none)'}",
             )
         return await self._pipeline.run(name, tool, call, identity)
+
+    def _search(self, query: str, limit: int) -> tuple[ToolDefinition, ...]:
+        only, exclude = self._scope()
+        return self._snapshot.index.search(query, limit, only=only, exclude=exclude)
 
     async def execute_all(self, calls: Iterable[ToolCall]) -> list[Outcome]:
         """Run one step's calls concurrently and return their outcomes in call order.

@@ -117,6 +117,34 @@ def test_help_lists_the_commands(environment: dict[str, str]) -> None:
 HEAVY = ("typing", "logging", "pathlib", "json", "shutil", "asyncio", "anyio", "attrs", "pluggy")
 
 
+def test_tools_search_lists_the_best_matches(environment: dict[str, str], root: Path) -> None:
+    """tools --search QUERY lists the best matches first, at most --limit of them."""
+    result = pegboard(environment, "tools", "--location", str(root), "--search", "sum integers")
+    assert 0 == result.returncode, result.stderr
+    assert ["add  Add two integers."] == result.stdout.splitlines()
+    many = pegboard(environment, "tools", "-l", str(root), "--search", "print crash", "--json")
+    assert {"big", "crash"} == {row["name"] for row in json.loads(many.stdout)}
+    one = pegboard(environment, "tools", "-l", str(root), "--search", "print crash", "--limit", "1")
+    assert 1 == len(one.stdout.splitlines())
+    none = pegboard(environment, "tools", "-l", str(root), "--search", "zebra")
+    assert "no tool matches 'zebra'" == none.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--search", " "], "--search needs a query"),
+        (["--search", "add", "--limit", "0"], "a positive whole number is needed, got '0'"),
+    ],
+)
+def test_tools_search_refuses_a_blank_query_and_a_bad_limit(
+    environment: dict[str, str], root: Path, arguments: list[str], message: str
+) -> None:
+    result = pegboard(environment, "tools", "-l", str(root), *arguments)
+    assert 2 == result.returncode
+    assert message in result.stderr
+
+
 @pytest.mark.parametrize("arguments", [["--help"], ["tools", "--help"], ["call", "--help"]])
 def test_help_imports_only_the_command_line(arguments: list[str]) -> None:
     """--help builds the parser from argparse alone: no engine module, nothing heavy."""

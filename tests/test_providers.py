@@ -542,7 +542,7 @@ def test_each_provider_module_has_the_four_functions(provider: Any) -> None:
         name: inspect.signature(getattr(provider, name))
         for name in ("tools", "tool_choice", "result", "interrupted")
     }
-    assert ["request", "strict"] == list(signatures["tools"].parameters)
+    assert ["request", "strict", "native_search"] == list(signatures["tools"].parameters)
     strict = signatures["tools"].parameters["strict"]
     assert (inspect.Parameter.KEYWORD_ONLY, False) == (strict.kind, strict.default)
     assert ["request"] == list(signatures["tool_choice"].parameters)

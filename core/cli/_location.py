@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ._common import Exit, add_location_options, check_trust, warn
+from ._common import Exit, UsageError, add_location_options, check_trust, warn
 from ._rules import add_permission_options, host_rules
 from ._sandbox import add_sandbox_options, sandbox_settings, say_sandbox
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pegboard import Outcome, Progress, Request, ToolContext, ToolDefinition
+    from pegboard import Location, Outcome, Progress, Request, ToolContext, ToolDefinition
 
     from ._call_io import TerminalApprover
 
@@ -29,6 +29,18 @@ def add(commands: Any) -> None:
     add_sandbox_options(tools)
     add_permission_options(tools)
     tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
+    tools.add_argument(
+        "--search",
+        metavar="QUERY",
+        help="list the tools that best match QUERY, best first (over every tool)",
+    )
+    tools.add_argument(
+        "--limit",
+        type=_positive,
+        default=10,
+        metavar="N",
+        help="with --search, list at most N tools (default 10)",
+    )
     tools.set_defaults(run=run)
 
     call = commands.add_parser(
@@ -89,6 +101,8 @@ async def _location_command(arguments: argparse.Namespace) -> int:
             warn(problem)
         request = location.prepare()
         if arguments.command == "tools":
+            if arguments.search is not None:
+                return _search(location, arguments.search, arguments.limit, arguments.json)
             return _tools(request.definitions, as_json=arguments.json)
         say_sandbox(location.sandbox)
         raw = parse_input(arguments.input, stdin=sys.stdin)
@@ -128,6 +142,28 @@ async def _call(
             status.update(f"{name}: {' '.join(part for part in parts if part)}")
 
         return await request.execute(ToolCall(name, raw, attrs.evolve(context, progress=progress)))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a positive whole number is needed, got {text!r}")
+    return value
+
+
+def _search(location: Location, query: str, limit: int, as_json: bool) -> int:
+    """The best matches for ``query`` among every tool of the Location."""
+    every = [definition.name for definition in location.prepare().definitions]
+    if not query.strip():
+        raise UsageError("--search needs a query: describe what the tool should do")
+    found = location.prepare(defer=every).search(query, limit=limit) if every else ()
+    if not found and not as_json:
+        print(f"no tool matches {query!r}")
+        return Exit.COMPLETED
+    return _tools(found, as_json=as_json)
 
 
 def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:

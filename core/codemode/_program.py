@@ -28,6 +28,8 @@ from ._sandbox import Session, require
 
 __all__ = ("run_program",)
 
+# The portable tool search: in a program it returns the list of matches.
+_SEARCH_TOOLS = "search_tools"
 # What a program may print before the rest is dropped; the execute call's
 # content is bounded like any other, this only caps what is held in memory.
 _PRINT_CHARACTERS = 1024 * 1024
@@ -122,6 +124,8 @@ class _Calls:
 
     def _answer(self, name: str, outcome: Outcome) -> dict[str, Any]:
         if isinstance(outcome, Completed):
+            if name == _SEARCH_TOOLS:  # the matches themselves, not their wrapper
+                return {"return_value": thaw(outcome.output)["tools"]}
             if name in self._with_output:
                 return {"return_value": thaw(outcome.output)}
             return {"return_value": content_text(outcome.content)}
@@ -172,7 +176,9 @@ async def run_program(
     cancels the program and its tool calls.
     """
     monty = require()
-    with_output = frozenset(d.name for d in request.definitions if d.output_schema is not None)
+    with_output = frozenset(
+        d.name for d in (*request.definitions, *request.deferred) if d.output_schema is not None
+    )
     calls = _Calls(request, context, with_output)
     printed = _Printed()
     failure: str | None = None

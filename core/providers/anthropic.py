@@ -9,6 +9,7 @@ import pegboard
 from ._answer import Answer, answer, encoded, interruption, left_out, media, text_of
 from ._names import ANTHROPIC as NAMES
 from ._names import check_name
+from ._search import native_parts
 from ._strict import ANTHROPIC, parameters
 
 __all__ = ("interrupted", "result", "tool_choice", "tools")
@@ -17,26 +18,45 @@ PROVIDER = "Anthropic"
 _IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
-def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+#: Anthropic's server tool that searches the tools sent with ``defer_loading``.
+TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+
+
+def tools(
+    request: pegboard.Request, *, strict: bool = False, native_search: bool = False
+) -> list[dict[str, Any]]:
     """The ``tools`` parameter: one ``ToolParam`` per definition.
+
+    A request with deferred tools advertises the portable ``search_tools``
+    among its definitions. With ``native_search=True`` Anthropic's own tool
+    search replaces it: each deferred tool is sent with ``"defer_loading":
+    true``, followed by the BM25 tool search server tool. The tools it reveals
+    are called like any other and execute from the same request.
 
     With ``strict=True`` each tool says ``"strict": true`` and its schema is
     converted to Anthropic's strict subset (optional properties stay optional,
     so the model's input needs no translation). Raises
     `pegboard.providers.CompatibilityError` for a name or schema it cannot take.
     """
-    rendered = []
-    for definition in request.definitions:
-        check_name(definition.name, NAMES, PROVIDER)
-        tool: dict[str, Any] = {
-            "name": definition.name,
-            "description": definition.description,
-            "input_schema": parameters(definition, PROVIDER, ANTHROPIC if strict else None),
-        }
-        if strict:
-            tool["strict"] = True
-        rendered.append(tool)
+    if not native_search or not request.deferred:
+        return [_tool(definition, strict) for definition in request.definitions]
+    advertised, deferred = native_parts(request)
+    rendered = [_tool(definition, strict) for definition in advertised]
+    rendered += [{**_tool(definition, strict), "defer_loading": True} for definition in deferred]
+    rendered.append(dict(TOOL_SEARCH))
     return rendered
+
+
+def _tool(definition: pegboard.ToolDefinition, strict: bool) -> dict[str, Any]:
+    check_name(definition.name, NAMES, PROVIDER)
+    tool: dict[str, Any] = {
+        "name": definition.name,
+        "description": definition.description,
+        "input_schema": parameters(definition, PROVIDER, ANTHROPIC if strict else None),
+    }
+    if strict:
+        tool["strict"] = True
+    return tool
 
 
 def tool_choice(request: pegboard.Request) -> dict[str, Any] | None:

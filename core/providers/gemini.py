@@ -9,6 +9,7 @@ import pegboard
 from ._answer import Answer, answer, interruption, left_out, media, text_of
 from ._names import GEMINI as NAMES
 from ._names import check_name
+from ._search import no_native_search
 from ._strict import parameters
 
 __all__ = ("interrupted", "result", "tool_choice", "tools")
@@ -33,15 +34,21 @@ _INLINE = frozenset(
 )
 
 
-def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+def tools(
+    request: pegboard.Request, *, strict: bool = False, native_search: bool = False
+) -> list[dict[str, Any]]:
     """The ``tools`` parameter: one ``Tool`` holding a ``FunctionDeclaration`` per
     definition, with ``parameters_json_schema`` and ``response_json_schema``.
 
     Gemini has no strict switch on a declaration (schema adherence is the
     ``VALIDATED`` function-calling mode), so ``strict`` changes nothing here.
     Raises `pegboard.providers.CompatibilityError` for a name or schema Gemini
-    cannot take.
+    cannot take. Deferred tools are found through the portable ``search_tools``
+    among the definitions: Gemini has no native tool search, so
+    ``native_search=True`` raises `CompatibilityError`.
     """
+    if native_search:
+        raise no_native_search(PROVIDER)
     declarations = []
     for definition in request.definitions:
         check_name(definition.name, NAMES, PROVIDER)

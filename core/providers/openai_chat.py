@@ -19,6 +19,7 @@ from ._answer import (
 )
 from ._names import OPENAI as NAMES
 from ._names import check_name
+from ._search import no_native_search
 from ._strict import OPENAI, parameters, strict_input
 
 __all__ = ("interrupted", "result", "strict_input", "tool_choice", "tools")
@@ -29,14 +30,20 @@ _AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/
 _FILES = frozenset({"application/pdf"})
 
 
-def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+def tools(
+    request: pegboard.Request, *, strict: bool = False, native_search: bool = False
+) -> list[dict[str, Any]]:
     """The ``tools`` parameter: one ``ChatCompletionFunctionToolParam`` per definition.
 
     With ``strict=True`` each input schema is converted to OpenAI's strict
     subset; pass the arguments the model sends through `strict_input` before
     executing them. Raises `pegboard.providers.CompatibilityError` for a name
-    or schema OpenAI cannot take.
+    or schema OpenAI cannot take. Deferred tools are found through the portable
+    ``search_tools`` among the definitions: Chat Completions has no native tool
+    search, so ``native_search=True`` raises `CompatibilityError`.
     """
+    if native_search:
+        raise no_native_search(PROVIDER)
     rendered = []
     for definition in request.definitions:
         check_name(definition.name, NAMES, PROVIDER)

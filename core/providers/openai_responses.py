@@ -9,6 +9,7 @@ import pegboard
 from ._answer import Answer, answer, data_url, filename, interruption, left_out, media, text_of
 from ._names import OPENAI as NAMES
 from ._names import check_name
+from ._search import native_parts
 from ._strict import OPENAI, parameters, strict_input
 
 __all__ = ("interrupted", "result", "strict_input", "tool_choice", "tools")
@@ -18,29 +19,49 @@ _IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _FILES = frozenset({"application/pdf"})
 
 
-def tools(request: pegboard.Request, *, strict: bool = False) -> list[dict[str, Any]]:
+#: OpenAI's hosted tool search over the functions sent with ``defer_loading``.
+TOOL_SEARCH = {"type": "tool_search"}
+
+
+def tools(
+    request: pegboard.Request, *, strict: bool = False, native_search: bool = False
+) -> list[dict[str, Any]]:
     """The ``tools`` parameter: one ``FunctionToolParam`` per definition, with its
     ``output_schema`` when the tool has one.
+
+    A request with deferred tools advertises the portable ``search_tools``
+    among its definitions. With ``native_search=True`` OpenAI's hosted tool
+    search replaces it: each deferred function is sent with
+    ``"defer_loading": true``, followed by the ``tool_search`` tool. The
+    functions it reveals are called like any other and execute from the same
+    request.
 
     With ``strict=True`` each input schema is converted to OpenAI's strict
     subset; pass the arguments the model sends through `strict_input` before
     executing them. Raises `pegboard.providers.CompatibilityError` for a name
     or schema OpenAI cannot take.
     """
-    rendered = []
-    for definition in request.definitions:
-        check_name(definition.name, NAMES, PROVIDER)
-        tool: dict[str, Any] = {
-            "type": "function",
-            "name": definition.name,
-            "description": definition.description,
-            "parameters": parameters(definition, PROVIDER, OPENAI if strict else None),
-            "strict": strict,
-        }
-        if definition.output_schema is not None:
-            tool["output_schema"] = pegboard.thaw(definition.output_schema)
-        rendered.append(tool)
+    if not native_search or not request.deferred:
+        return [_function(definition, strict) for definition in request.definitions]
+    advertised, deferred = native_parts(request)
+    rendered = [_function(definition, strict) for definition in advertised]
+    rendered += [{**_function(d, strict), "defer_loading": True} for d in deferred]
+    rendered.append(dict(TOOL_SEARCH))
     return rendered
+
+
+def _function(definition: pegboard.ToolDefinition, strict: bool) -> dict[str, Any]:
+    check_name(definition.name, NAMES, PROVIDER)
+    tool: dict[str, Any] = {
+        "type": "function",
+        "name": definition.name,
+        "description": definition.description,
+        "parameters": parameters(definition, PROVIDER, OPENAI if strict else None),
+        "strict": strict,
+    }
+    if definition.output_schema is not None:
+        tool["output_schema"] = pegboard.thaw(definition.output_schema)
+    return tool
 
 
 def tool_choice(request: pegboard.Request) -> Literal["auto", "none"] | None:
