@@ -12,6 +12,7 @@ definitions travel in their durable JSON forms (`pegboard.dump_outcome`'s items)
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import select
@@ -58,13 +59,22 @@ class ProtocolError(Exception):
     """The other side broke the protocol: a frame too large, or not a JSON object."""
 
 
+#: Set in a frame's length: its JSON holds an integer beyond 64 bits, which orjson
+#: cannot write and would read as a float, so the standard library's json does both.
+_EXACT = 1 << 31
+
+
 def frame(message: Mapping[str, Any]) -> bytes:
     """``message`` as one frame: its length (4 bytes, big-endian), then its JSON."""
-    data = orjson.dumps(message)
+    try:
+        data, flag = orjson.dumps(message), 0
+    except TypeError:  # an integer beyond 64 bits: JSON has them, orjson does not
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        flag = _EXACT
     if len(data) > MAX_FRAME:
         kind = message.get("type")
         raise ProtocolError(f"a {kind!r} message of {len(data):,} bytes is too large")
-    return _HEADER.pack(len(data)) + data
+    return _HEADER.pack(len(data) | flag) + data
 
 
 def _parse(buffer: bytearray) -> Message | None:
@@ -72,14 +82,16 @@ def _parse(buffer: bytearray) -> Message | None:
     if len(buffer) < _HEADER.size:
         return None
     (size,) = _HEADER.unpack_from(buffer)
+    exact, size = size & _EXACT, size & ~_EXACT
     if size > MAX_FRAME:
         raise ProtocolError(f"a frame of {size:,} bytes is over the {MAX_FRAME:,}-byte limit")
     end = _HEADER.size + size
     if len(buffer) < end:
         return None
+    data = bytes(buffer[_HEADER.size : end])
     try:
-        message = orjson.loads(bytes(buffer[_HEADER.size : end]))
-    except orjson.JSONDecodeError as error:
+        message = json.loads(data) if exact else orjson.loads(data)
+    except ValueError as error:  # orjson.JSONDecodeError is a ValueError too
         raise ProtocolError(f"a frame is not JSON: {error}") from None
     del buffer[:end]
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):

@@ -745,3 +745,37 @@ async def test_a_confined_prepare_request_hook_cannot_hold_the_host(
         with anyio.fail_after(10):
             while "echo" in [d.name for d in location.prepare().definitions]:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
+
+
+async def test_integers_beyond_64_bits_cross_the_boundary_exactly(
+    install: Install, workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """JSON has integers of any size; a confined call neither refuses nor rounds them."""
+    install(
+        "big",
+        """
+        import pegboard
+
+        @pegboard.tool(
+            description="Double a number.",
+            input={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            output={"type": "object", "properties": {"n": {"type": "integer"}}},
+        )
+        async def double(input, context):
+            return {"n": input["n"] * 2}
+
+        @pegboard.hookimpl
+        def activate_location(tools):
+            tools.register({"double": double})
+        """,
+    )
+    host = pegboard.Host()
+    async with host.location(workspace, plugins=["big"], storage=storage_dir) as location:
+        (info,) = location.plugin_info
+        assert info.confined is True
+        big = 20284394690851110912
+        outcome = await location.prepare().execute(
+            pegboard.ToolCall("double", json.dumps({"n": big}), context())
+        )
+        assert isinstance(outcome, pegboard.Completed), outcome
+        assert {"n": 2 * big} == outcome.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -234,3 +235,24 @@ def test_without_a_sandbox_the_kit_says_it_checked_in_process(
         [f"{path}:plugin", "--backend", "asyncio", "--only", "activation", "--confine", "required"]
     )
     assert "no bubblewrap here" in capsys.readouterr().out
+
+
+def test_a_sync_tool_that_never_returns_is_reported_and_the_checks_end(
+    write: Write, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plain def tool stuck for an hour: each call is cut at the timeout, the kit ends."""
+    source = probe("pass").replace(
+        "async def run(input, context):\n    pass",
+        "def run(input, context):\n    time.sleep(3600)",
+    )
+    assert "time.sleep(3600)" in source
+    path = write("hangs", source)
+    started = time.monotonic()
+    code = run_cli(
+        [f"{path}:TestPlugin", "--backend", "asyncio", "--timeout", "1", "--only", "examples"]
+    )
+    out = capsys.readouterr().out
+    assert 1 == code, out
+    assert "FAIL examples [asyncio]" in out
+    assert "did not settle within 1 s" in out
+    assert time.monotonic() - started < 60

@@ -58,6 +58,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "it (in this process where no sandbox works); required: confined or not at all; "
         "off: in this process",
     )
+    parser.add_argument(
+        "--network",
+        action="store_true",
+        default=None,
+        help="grant the plugin the network, as a host does with network=[NAME]",
+    )
     parser.add_argument("--files", help="a folder every fresh Location starts with")
     parser.add_argument("--timeout", type=float, help="seconds one call may take (default 10)")
     parser.add_argument(

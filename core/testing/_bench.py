@@ -186,6 +186,7 @@ class Bench:
                 plugins=[_OBSERVER, spec],
                 trusted=[_OBSERVER, self.name] if self.subject.trusted else [_OBSERVER],
                 confine=self.confine,
+                network=[self.name] if self.subject.network else [],
                 storage=self.storage,
                 permissions=() if blocking else _ALLOW_ALL,
                 approver=_never_answer if blocking else _approve_once,

@@ -145,6 +145,9 @@ async def _cancel(
                 while worker.calls_sent == sent and not finished.is_set():  # noqa: ASYNC110
                     await anyio.sleep(0.001)
                 await worker.ping()
+                if not worker.running:
+                    # It answered before the ping: done before it could be cancelled.
+                    await finished.wait()
         if finished.is_set():
             attempt.state = "never awaited"
         else:

@@ -146,6 +146,7 @@ async def run_checks(
     blocking_threshold: float = 0.1,
     import_threshold: float = 1.0,
     confine: ConfineMode = "auto",
+    network: bool = False,
     only: Iterable[str] | None = None,
     directory: str | os.PathLike[str] | None = None,
 ) -> Report:
@@ -165,7 +166,8 @@ async def run_checks(
     may stay blocked and the plugin's import may take. ``confine`` is where the
     plugin runs: ``"auto"`` confined in a sandboxed worker unless trusted, as hosts
     run it (in this process where no sandbox can confine it; the report says which),
-    ``"required"`` confined or not at all, ``"off"`` in this process.
+    ``"required"`` confined or not at all, ``"off"`` in this process; ``network``
+    grants it the network, as ``host.location(network=[...])`` does.
     ``only`` selects checks by name; ``directory`` is where Locations are made
     (default: a temporary folder, removed afterwards).
     """
@@ -183,6 +185,7 @@ async def run_checks(
         blocking_threshold=blocking_threshold,
         import_threshold=import_threshold,
         confine=confine,
+        network=network,
     )
     return await run_subject(subject, only=only, directory=directory)
 

@@ -117,6 +117,8 @@ def _subject(arguments: argparse.Namespace) -> Subject:
         changes["trusted"] = arguments.trusted
     if arguments.confine is not None:
         changes["confine"] = arguments.confine
+    if arguments.network is not None:
+        changes["network"] = arguments.network
     if arguments.example:
         changes["examples"] = tuple(_example(value) for value in arguments.example)
     if arguments.files is not None:

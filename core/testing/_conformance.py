@@ -44,6 +44,8 @@ class PluginConformance:
     - ``confine``: ``"auto"`` (default) runs an untrusted plugin confined in a
       sandboxed worker, as hosts do; ``"required"`` confined or not at all;
       ``"off"`` in the test's process;
+    - ``network``: whether the host grants the plugin the network (confined plugins
+      have none otherwise);
     - ``examples``: `Example` calls of its tools and how each should settle;
     - ``files``: what every fresh Location starts with, a mapping of relative
       paths to ``str`` or ``bytes``, or a folder to copy;
@@ -63,6 +65,7 @@ class PluginConformance:
     options: ClassVar[Mapping[str, Any]] = {}
     trusted: ClassVar[bool] = False
     confine: ClassVar[ConfineMode] = "auto"
+    network: ClassVar[bool] = False
     examples: ClassVar[Sequence[Example]] = ()
     files: ClassVar[Files] = None
     timeout: ClassVar[float] = 10.0
@@ -93,6 +96,7 @@ class PluginConformance:
             blocking_threshold=cls.blocking_threshold,
             import_threshold=cls.import_threshold,
             confine=cls.confine,
+            network=cls.network,
         )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:

@@ -158,5 +158,6 @@ def _describe(reference: str, folder: str | None) -> dict[str, Any]:
         "blocking_threshold": subject.blocking_threshold,
         "import_threshold": subject.import_threshold,
         "confine": subject.confine,
+        "network": subject.network,
     }
     return {"kind": "conformance", "settings": settings}

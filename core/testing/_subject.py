@@ -98,6 +98,8 @@ class Subject:
     #: and the report says so), ``"required"`` confined or not at all, ``"off"`` in
     #: the checks' own process.
     confine: ConfineMode = attrs.field(default="auto", validator=attrs.validators.in_(_MODES))
+    #: Whether the host grants the plugin the network (``host.location(network=[...])``).
+    network: bool = False
     #: The ``sys.path`` entry a ``module:attribute`` ``plugin`` imports from, when
     #: it is not installed (found where it is, when not given).
     folder: str | None = None
