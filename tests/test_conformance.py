@@ -1005,3 +1005,24 @@ def test_python_dash_m_runs_the_same_command(plugin_file: Path) -> None:
     )
     assert 0 == done.returncode, done.stdout + done.stderr
     assert "PASS teardown" in done.stdout
+
+
+def test_the_watchdog_covers_every_call_the_checks_make(tmp_path: Path) -> None:
+    """A tool that blocks only on its twentieth call: the blocking check's own round
+    never gets there; the calls of the checks before it do, and the watchdog saw them."""
+    calls: list[int] = []
+
+    async def blocks_late(input: NoteInput, context: pegboard.ToolContext) -> Any:
+        calls.append(1)
+        if len(calls) == 20:
+            time.sleep(0.3)  # noqa: ASYNC251 - the broken behaviour under test
+        return NoteOutput(len(input.text.split()))
+
+    alone = check(tools_with(execute=blocks_late)(), examples=EXAMPLES, only=["blocking"])
+    assert alone.passed, alone.format()
+    assert len(calls) < 20
+    calls.clear()
+    report = check(tools_with(execute=blocks_late)(), examples=EXAMPLES, directory=tmp_path)
+    assert ["blocking"] == [result.name for result in report.failed], report.format()
+    (problem,) = report.failed[0].problems
+    assert "a call of tool 'notes_count' (its execute, or a hook) blocked" in problem.message

@@ -22,6 +22,7 @@ from pegboard._confined import ConfineMode, Worker
 from .._plugins import BUILTIN_MODULES
 from ._report import NotJudged
 from ._subject import Installed, Subject, seed_files
+from ._watchdog import WARM_UP, Watchdog, following
 
 __all__ = ("Bench", "CallResult", "CallTimeout", "Opened", "describe_error", "describe_outcome")
 
@@ -153,6 +154,9 @@ class Bench:
         installed = subject.install(self.host)
         self.name = installed.name
         self.confine, self.where = _placement(subject, installed)
+        #: The watchdog over the whole run, while the blocking check is among the checks.
+        self.dog: Watchdog | None = None
+        self._warm: set[str] = set()
         self._folders = itertools.count(1)
         self._calls = itertools.count(1)
 
@@ -172,31 +176,46 @@ class Bench:
         makes the calling check `NotJudged`: the activation check reports it.
         """
         root = await self.seed(label)
-        spec = {"name": self.name, "options": dict(self.subject.options)}
         # A closed Location's folder goes with it, so a plugin that keeps using one
         # (a module global holding the first root it saw) fails visibly afterwards.
         cleanup = contextlib.AsyncExitStack()
         cleanup.push_async_callback(
             anyio.to_thread.run_sync, functools.partial(shutil.rmtree, root, ignore_errors=True)
         )
-        async with (
-            cleanup,
-            self.host.location(
-                root,
-                plugins=[_OBSERVER, spec],
-                trusted=[_OBSERVER, self.name] if self.subject.trusted else [_OBSERVER],
-                confine=self.confine,
-                network=[self.name] if self.subject.network else [],
-                storage=self.storage,
-                permissions=() if blocking else _ALLOW_ALL,
-                approver=_never_answer if blocking else _approve_once,
-            ) as location,
-        ):
+        dog = self.dog
+        label = f"activating plugin {self.name!r} (activate_location)"
+        if "open" not in self._warm:
+            self._warm.add("open")
+            label = f"{WARM_UP}the first Location (importing the plugin)"
+        async with contextlib.AsyncExitStack() as opening:
+            await opening.enter_async_context(cleanup)  # the folder goes after the Location
+            teardown = _Span(dog, f"closing the Location (plugin {self.name!r}'s teardown)")
+            opening.callback(teardown.end)
+            with dog.activity(label) if dog is not None else contextlib.nullcontext():
+                location = await opening.enter_async_context(self._location(root, blocking))
+            opening.callback(teardown.begin)
+            if dog is not None:
+                await opening.enter_async_context(following(dog, self.worker(location)))
             if require_active:
                 problem = self.setup_error(location)
                 if problem is not None:
                     raise NotJudged(f"the plugin did not activate ({problem}); see activation")
             yield Opened(location, root)
+
+    def _location(
+        self, root: Path, blocking: bool
+    ) -> contextlib.AbstractAsyncContextManager[pegboard.Location]:
+        spec = {"name": self.name, "options": dict(self.subject.options)}
+        return self.host.location(
+            root,
+            plugins=[_OBSERVER, spec],
+            trusted=[_OBSERVER, self.name] if self.subject.trusted else [_OBSERVER],
+            confine=self.confine,
+            network=[self.name] if self.subject.network else [],
+            storage=self.storage,
+            permissions=() if blocking else _ALLOW_ALL,
+            approver=_never_answer if blocking else _approve_once,
+        )
 
     @property
     def confined(self) -> bool:
@@ -247,7 +266,16 @@ class Bench:
         final: pegboard.Outcome | None = None
         error: Exception | None = None
         dropping = pegboard_warnings(_dropped_metadata)
-        with dropping as dropped, anyio.move_on_after(self.subject.timeout) as waited:
+        label = f"a call of tool {tool!r} (its execute, or a hook)"
+        if tool not in self._warm:  # its first call may import what it needs, once
+            self._warm.add(tool)
+            label = f"{WARM_UP}the first call of tool {tool!r}"
+        watched = self.dog.activity(label) if self.dog is not None else contextlib.nullcontext()
+        with (
+            watched,
+            dropping as dropped,
+            anyio.move_on_after(self.subject.timeout) as waited,
+        ):
             try:
                 final = await request.execute(pegboard.ToolCall(tool, input, context))
             except Exception as caught:  # noqa: BLE001 - what a call raises is a finding
@@ -281,6 +309,24 @@ def _placement(subject: Subject, installed: Installed) -> tuple[ConfineMode, str
         f"in the checks' process, since no sandbox can confine it here ({missing}); hosts "
         "where one can run it confined"
     )
+
+
+class _Span:
+    """An activity of the watchdog's whose start and end are two separate steps."""
+
+    def __init__(self, dog: Watchdog | None, label: str) -> None:
+        self._dog = dog
+        self._label = label
+        self._entered: contextlib.ExitStack | None = None
+
+    def begin(self) -> None:
+        if self._dog is not None:
+            self._entered = contextlib.ExitStack()
+            self._entered.enter_context(self._dog.activity(self._label))
+
+    def end(self) -> None:
+        if self._entered is not None:
+            self._entered.close()
 
 
 def describe_outcome(outcome: pegboard.Outcome) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import shutil
@@ -30,6 +31,7 @@ from . import (
 from ._bench import Bench, describe_error
 from ._report import CheckResult, Findings, NotJudged, Report, Status
 from ._subject import Example, Files, Subject
+from ._watchdog import watching
 
 __all__ = ("CHECKS", "Check", "check", "check_names", "run_checks", "run_subject")
 
@@ -71,13 +73,6 @@ CHECKS: tuple[Check, ...] = (
         "output and content or raises pegboard.ToolFailure, and no tool goes unexercised "
         "(laws 2 and 3: codec boundary, canonical representation)",
         _check_generated.generated,
-    ),
-    Check(
-        "blocking",
-        "the plugin never blocks the event loop: its activation, hooks, tools and teardown "
-        "each leave it free within the blocking threshold (100 ms by default), and its "
-        "module imports within the import threshold (1 s by default)",
-        _check_blocking.blocking,
     ),
     Check(
         "metadata",
@@ -122,6 +117,14 @@ CHECKS: tuple[Check, ...] = (
         "execute_after hooks return a valid pegboard.Completed, a pegboard.Failed or None and "
         "never raise; prepare_request hooks never raise",
         _check_hooks.hooks,
+    ),
+    Check(
+        "blocking",
+        "the plugin never blocks the event loop: its activation, hooks, tools and teardown "
+        "each leave it free within the blocking threshold (100 ms by default), in every call "
+        "the checks make, and its module imports within the import threshold (1 s by "
+        "default)",
+        _check_blocking.blocking,
     ),
 )
 
@@ -241,7 +244,26 @@ async def _run(
 ) -> Report:
     bench = Bench(subject, directory)
     backend = _backend()
-    results = []
+    results: list[CheckResult] = []
+    # With the blocking check among them, every call of every check is watched.
+    watched = (
+        watching(subject.blocking_threshold)
+        if any(each.name == "blocking" for each in selected)
+        else contextlib.nullcontext(None)
+    )
+    async with watched as dog:
+        bench.dog = dog
+        await _each(bench, selected, backend, results, on_result)
+    return Report(subject.describe(), tuple(results), bench.where)
+
+
+async def _each(
+    bench: Bench,
+    selected: tuple[Check, ...],
+    backend: str,
+    results: list[CheckResult],
+    on_result: Callable[[Bench, CheckResult], None] | None,
+) -> None:
     for each in selected:
         findings = Findings()
         reason = None
@@ -268,7 +290,6 @@ async def _run(
         results.append(result)
         if on_result is not None:
             on_result(bench, result)
-    return Report(subject.describe(), tuple(results), bench.where)
 
 
 def _temporary_directory() -> str:
