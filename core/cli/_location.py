@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pegboard import Outcome, Progress, Request, ToolContext, ToolDefinition
+    from pegboard import Outcome, PluginError, Progress, Request, ToolContext, ToolDefinition
 
     from ._call_io import TerminalApprover
 
@@ -33,13 +33,15 @@ def add(commands: Any) -> None:
 
     call = commands.add_parser(
         "call",
+        intermixed=True,
         help="call one tool and show its outcome",
         description="INPUT is JSON text, '-' for standard input, or key=value pairs "
-        "(each value is read as JSON when it parses, else as a string). Exit codes: "
+        "(each value is read as JSON when it parses, else as a string); options may come "
+        "before, between or after TOOL and INPUT. Exit codes: "
         "0 completed, 1 model-visible failure, 2 usage error, 3 operational failure.",
     )
     call.add_argument("tool", metavar="TOOL")
-    call.add_argument("input", nargs="*", metavar="INPUT")
+    call.add_argument("input", nargs="*", default=[], metavar="INPUT")
     add_location_options(call)
     add_sandbox_options(call)
     add_permission_options(call)
@@ -85,11 +87,16 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         **sandbox,
     ) as location:
         check_trust(arguments, location.enabled)
-        for problem in location.plugin_errors:
-            warn(problem)
         request = location.prepare()
         if arguments.command == "tools":
-            return _tools(request.definitions, as_json=arguments.json)
+            return _tools(
+                request.definitions,
+                location.enabled,
+                location.plugin_errors,
+                as_json=arguments.json,
+            )
+        for problem in location.plugin_errors:
+            warn(problem)
         say_sandbox(location.sandbox)
         raw = parse_input(arguments.input, stdin=sys.stdin)
         context = ToolContext(
@@ -130,7 +137,19 @@ async def _call(
         return await request.execute(ToolCall(name, raw, attrs.evolve(context, progress=progress)))
 
 
-def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:
+def _tools(
+    definitions: Sequence[ToolDefinition],
+    enabled: Sequence[str],
+    errors: Sequence[PluginError],
+    *,
+    as_json: bool,
+) -> int:
+    if not definitions and errors and not as_json:
+        # Nothing to list because plugins failed: why is the command's one message.
+        print(f"pegboard: error: {_no_tools(enabled, errors)}", file=sys.stderr)
+        return Exit.OPERATIONAL
+    for problem in errors:
+        warn(problem)
     if as_json:
         import json
 
@@ -146,11 +165,44 @@ def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:
             for definition in definitions
         ]
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return Exit.COMPLETED
+        return Exit.OPERATIONAL if errors and not definitions else Exit.COMPLETED
     if not definitions:
-        print("no tools: enable a plugin in pegboard.toml or with the host")
+        print(
+            "no tools: no plugin is enabled, or the plugins enabled register none; enable one "
+            "with --plugin NAME or in pegboard.toml (plugins = [...]); 'pegboard plugins' "
+            "lists those installed"
+        )
     width = max((len(definition.name) for definition in definitions), default=0)
     for definition in definitions:
         summary = definition.description.strip().splitlines()[0]
         print(f"{definition.name:<{width}}  {summary}")
     return Exit.COMPLETED
+
+
+#: What to do about a plugin that failed in these phases; in the others its message
+#: says what to do (trust it, turn confinement off), or the plugin itself needs a fix.
+_REMEDIES = {
+    "import": "its module does not import: reinstall or fix it ('pegboard plugins' shows "
+    "whether each installed plugin loads)",
+    "options": "fix its options: the [{name}] table in pegboard.toml",
+}
+
+
+def _no_tools(enabled: Sequence[str], errors: Sequence[PluginError]) -> str:
+    """Why there is nothing to list: each failed plugin's error, and what to do."""
+    from ._words import in_cli_words
+
+    reasons = []
+    for error in errors:
+        reason = f"{error.plugin!r} failed ({error.phase}): {in_cli_words(error.message)}"
+        remedy = _REMEDIES.get(error.phase)
+        if remedy is not None:
+            reason += f"; {remedy.format(name=error.plugin)}"
+        elif "--" not in reason:  # no option to pass: the plugin itself is at fault
+            reason += f"; fix the plugin ('pegboard check {error.plugin}' tests it)"
+        reasons.append(reason)
+    other = "enable another plugin with --plugin NAME ('pegboard plugins' lists them)"
+    if len(enabled) == 1 == len(reasons):
+        return f"no tools: the only enabled plugin, {reasons[0]}; or {other}"
+    lines = ["no tools: these enabled plugins failed:", *reasons, f"or {other}"]
+    return "\n  ".join(lines)
