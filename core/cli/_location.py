@@ -16,9 +16,17 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pegboard import Outcome, PluginError, Progress, Request, ToolContext, ToolDefinition
+    from pegboard import (
+        Approver,
+        Outcome,
+        PluginError,
+        Progress,
+        Request,
+        ToolContext,
+        ToolDefinition,
+    )
 
-    from ._call_io import TerminalApprover
+    from ._call_io import RecordingStorage, TerminalApprover
 
 __all__ = ("add",)
 
@@ -60,24 +68,19 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 async def _location_command(arguments: argparse.Namespace) -> int:
-    from pegboard import Completed, Host, ToolContext
-
-    from ._call_io import (
-        RecordingStorage,
-        TerminalApprover,
-        approver_for,
-        parse_input,
-        render_outcome,
-    )
+    from pegboard import Host
 
     rules = host_rules(arguments)
     sandbox = sandbox_settings(arguments)
-    storage = RecordingStorage()
-    approver = approver_for(
-        yes=getattr(arguments, "yes", False), no=getattr(arguments, "no", False)
-    )
-    host = Host()
-    async with host.location(
+    calling = arguments.command == "call"
+    storage: RecordingStorage | None = None
+    approver: Approver | None = None
+    if calling:  # listing tools neither asks nor saves: it needs none of this
+        from ._call_io import RecordingStorage, approver_for
+
+        storage = RecordingStorage()
+        approver = approver_for(yes=arguments.yes, no=arguments.no)
+    async with Host().location(
         arguments.location,
         plugins=arguments.plugins,
         trusted=arguments.trust,
@@ -88,7 +91,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
     ) as location:
         check_trust(arguments, location.enabled)
         request = location.prepare()
-        if arguments.command == "tools":
+        if storage is None:  # pegboard tools
             return _tools(
                 request.definitions,
                 location.enabled,
@@ -98,14 +101,27 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         for problem in location.plugin_errors:
             warn(problem)
         say_sandbox(location.sandbox)
-        raw = parse_input(arguments.input, stdin=sys.stdin)
-        context = ToolContext(
-            session_id=f"cli-{os.getpid()}", agent="cli", message_id="cli", call_id="cli-1"
-        )
-        terminal = approver if isinstance(approver, TerminalApprover) else None
-        outcome = await _call(request, arguments.tool, raw, context, terminal)
-        print(render_outcome(outcome, storage.saved, as_json=arguments.json))
-        return Exit.COMPLETED if isinstance(outcome, Completed) else Exit.FAILED
+        return await _call_command(arguments, request, storage, approver)
+
+
+async def _call_command(
+    arguments: argparse.Namespace,
+    request: Request,
+    storage: RecordingStorage,
+    approver: Approver | None,
+) -> int:
+    from pegboard import Completed, ToolContext
+
+    from ._call_io import TerminalApprover, parse_input, render_outcome
+
+    raw = parse_input(arguments.input, stdin=sys.stdin)
+    context = ToolContext(
+        session_id=f"cli-{os.getpid()}", agent="cli", message_id="cli", call_id="cli-1"
+    )
+    terminal = approver if isinstance(approver, TerminalApprover) else None
+    outcome = await _call(request, arguments.tool, raw, context, terminal)
+    print(render_outcome(outcome, storage.saved, as_json=arguments.json))
+    return Exit.COMPLETED if isinstance(outcome, Completed) else Exit.FAILED
 
 
 async def _call(
