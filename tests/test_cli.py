@@ -922,3 +922,37 @@ def test_call_takes_input_before_or_after_options(
     """INPUT may follow options: options go anywhere after call."""
     result = pegboard(environment, "call", *order, "-l", str(root), stdin='{"a": 2, "b": 40}')
     assert (0, "42\n") == (result.returncode, result.stdout), result.stderr
+
+
+def test_a_failed_outcome_is_rendered_in_cli_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A command refused for want of a sandbox tells the user --sandbox off, not sandbox='off'."""
+    import anyio
+
+    import pegboard
+    from pegboard.cli._call_io import render_outcome
+    from pegboard.sandbox import _bubblewrap
+
+    monkeypatch.setattr(_bubblewrap, "find", lambda: [shutil.which("false") or "/bin/false"])
+    _, reason = _bubblewrap.probe.__wrapped__()
+
+    async def refuse(input: dict[str, object], context: pegboard.ToolContext) -> str:
+        sandbox = pegboard.sandbox.Sandbox("required", root=tmp_path)
+        sandbox.info = pegboard.SandboxInfo(kind=None, reason=reason)
+        sandbox.require()
+        return "ran"
+
+    async def main() -> pegboard.Outcome:
+        host = pegboard.Host()
+        host.tools.register({"refuse": pegboard.tool(description="Refuse.", execute=refuse)})
+        async with host.location(tmp_path, plugins=[], storage=tmp_path / "out") as location:
+            context = pegboard.ToolContext(session_id="s", agent="a", message_id="m", call_id="c")
+            return await location.prepare().execute(pegboard.ToolCall("refuse", "{}", context))
+
+    outcome = anyio.run(main)
+    text = render_outcome(outcome, [], as_json=False)
+    assert text.startswith("failed (tool_failure): the host requires a sandbox for every command")
+    assert text.endswith("or choose --sandbox off knowingly; the command was not run")
+    data = json.loads(render_outcome(outcome, [], as_json=True))
+    assert "sandbox='off'" not in data["error"]["message"]
