@@ -956,3 +956,17 @@ def test_a_failed_outcome_is_rendered_in_cli_words(
     assert text.endswith("or choose --sandbox off knowingly; the command was not run")
     data = json.loads(render_outcome(outcome, [], as_json=True))
     assert "sandbox='off'" not in data["error"]["message"]
+
+
+def test_a_message_that_names_both_says_the_option_once(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """The manifest plugin's refusal names host.location(...) and --trust: the command line
+    says --trust manifest, once."""
+    (workspace / "pegboard.toml").write_text(
+        'plugins = ["manifest"]\n[manifest]\nfiles = ["tools.toml"]\n'
+    )
+    result = pegboard(environment, "tools", "-l", str(workspace), "--confine", "off")
+    assert 3 == result.returncode
+    assert "so it runs only when the host trusts it: --trust manifest\n" in result.stderr
+    assert "host.location" not in result.stderr

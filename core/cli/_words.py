@@ -16,8 +16,11 @@ if TYPE_CHECKING:
 
 __all__ = ("allow_options", "in_cli_words")
 
-#: ``host.location(trusted=['notes'])``: trust one plugin by name.
-_TRUST_ONE = re.compile(r"host\.location\(trusted=\[(['\"])([^'\"]+)\1\]\)")
+#: ``host.location(trusted=['notes'])``: trust one plugin by name; a message that
+#: already names the option after it (``... or --trust notes``) says it once.
+_TRUST_ONE = re.compile(
+    r"host\.location\(trusted=\[(['\"])([^'\"]+)\1\]\)(?: or --trust \2(?![\w.-]))?"
+)
 
 #: ``confine='off'``, ``sandbox='required'``: a mode of a host.location() argument.
 _MODE = re.compile(r"\b(confine|sandbox)='(auto|required|off)'")
