@@ -24,7 +24,8 @@ from ._services import BackgroundTasks, LocationInfo, Services
 from ._tool import ToolDefinition
 
 if TYPE_CHECKING:
-    from ._confined import Confining, Worker
+    from ._confined import Worker
+    from ._confining import Confining
 
 __all__ = ("Activation", "ActivePlugin")
 

@@ -142,8 +142,7 @@ class LocationConfig:
             if rule.effect == "allow":
                 raise ConfigError(
                     f"{path}: permissions[{index}]: a Location's config may only deny or ask; "
-                    "rules that allow come from the host (pegboard --allow RULE, or "
-                    "host.location(permissions=...))"
+                    "rules that allow come from the host (host.location(permissions=...))"
                 )
         return cls(
             plugins=None if plugins is None else plugin_specs(plugins, source=str(path)),

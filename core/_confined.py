@@ -12,9 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -22,11 +22,17 @@ import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._codec import SchemaCodec
+from ._confining import (  # also named here, as before
+    ConfineMode,
+    Confining,
+    confinement_missing,
+    network_names,
+)
 from ._durable import dump_outcome, load_outcome
 from ._errors import PluginCrashed, ToolFailure
 from ._json import thaw
 from ._pipeline import ExecuteEvent, Refused
-from ._plugins import BUILTIN_MODULES, PluginError, Plugins
+from ._plugins import PluginError
 from ._registry import Registration, Tools
 from ._tool import Tool, ToolContext, ToolDefinition, ToolResponse, tool
 from ._wire import (
@@ -51,10 +57,6 @@ __all__ = (
 
 logger = logging.getLogger("pegboard")
 
-#: How a host runs the plugins it did not trust: confined where a sandbox works
-#: (``auto``), confined or not at all (``required``), or in its own process (``off``).
-ConfineMode = Literal["auto", "required", "off"]
-_MODES = ("auto", "required", "off")
 #: The longest line of a worker's standard error passed on to the log.
 _LINE = 2000
 Record = Callable[[PluginError, "BaseException | None"], None]
@@ -65,43 +67,6 @@ _ANSWERS = frozenset({"result", "failure", "refused", "defect"})
 #: How long ``location.prepare()`` waits for a confined ``prepare_request`` hook: it
 #: waits with the event loop held, so an untrusted plugin gets little of it.
 PREPARE_SECONDS = 1.0
-
-
-@attrs.frozen
-class Confining:
-    """The host's choice for one Location: which plugins run confined, and how.
-
-    ``reason`` is why no sandbox can confine a plugin here (None while one can).
-    """
-
-    mode: ConfineMode
-    trusted: frozenset[str]
-    network: frozenset[str] = frozenset()
-    reason: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.mode not in _MODES:
-            raise ValueError(f"confine is 'auto', 'required' or 'off', not {self.mode!r}")
-
-    def decide(self, name: str, plugins: Plugins) -> Literal["in process", "confined"] | str:
-        """``"in process"``, ``"confined"``, or why plugin ``name`` may not run at all."""
-        if name in self.trusted or name in BUILTIN_MODULES or self.mode == "off":
-            return "in process"
-        if plugins.source(name) is None:  # an object the host added: already in its process
-            if self.mode == "required":
-                return (
-                    f"it was added in process (host.add_plugin) and is not trusted, and "
-                    f"confine='required' runs no untrusted plugin in the host's process; "
-                    f"trust it with host.location(trusted=[{name!r}])"
-                )
-            return "in process"
-        if self.reason is not None:
-            return (
-                f"it is not trusted, so it must run confined, and no sandbox can confine it "
-                f"here: {self.reason}; to run it with your full authority, trust it "
-                f"(host.location(trusted=[{name!r}])) or turn confinement off (confine='off')"
-            )
-        return "confined"
 
 
 _OBSERVING: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -118,19 +83,6 @@ def observing() -> Iterator[None]:
         yield
     finally:
         _OBSERVING.reset(token)
-
-
-def confinement_missing() -> str | None:
-    """Why no sandbox can confine a plugin's worker here, or None while one can."""
-    from .sandbox import detect
-
-    info = detect("auto")
-    if info.kind == "bubblewrap":
-        return None
-    if info.kind is None:
-        return info.reason
-    # Landlock has no PID namespace: what a worker starts could outlive it.
-    return "confined plugins need bubblewrap (a PID namespace); only Landlock works here"
 
 
 class Worker:
@@ -596,14 +548,3 @@ def _describe_exit(status: int | None) -> str:
         except ValueError:
             pass
     return f"exited with status {status}"
-
-
-def network_names(names: Iterable[str]) -> frozenset[str]:
-    """``network=``: plugin names, checked."""
-    if isinstance(names, str):
-        raise TypeError("network takes a list of plugin names, not one string")
-    found = frozenset(names)
-    for name in found:
-        if not isinstance(name, str):
-            raise TypeError(f"network takes plugin names, got {name!r}")
-    return found

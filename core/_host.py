@@ -14,7 +14,6 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from . import _confined
 from ._activation import Activation
 from ._bounding import OutputLimits
 from ._config import (
@@ -25,7 +24,7 @@ from ._config import (
     permission_rules,
     plugin_specs,
 )
-from ._confined import ConfineMode, Confining, network_names
+from ._confining import ConfineMode, Confining, network_names
 from ._deferral import ToolBudget
 from ._filesystem import Filesystem
 from ._location import Location
@@ -209,14 +208,12 @@ class Host:
         )
         trust = frozenset(trusted) | {BUILTIN}
         try:
-            confining = Confining(
-                confine,
-                trust,
-                network_names(network),
-                reason=None if confine == "off" else await _confinement_missing(),
-            )
+            confining = Confining(confine, trust, network_names(network))
         except (TypeError, ValueError) as error:
             raise ConfigError(str(error)) from None
+        if any(confining.decide(spec.name, self._plugins) == "confined" for spec in specs):
+            # Only a plugin that must run confined needs to know whether a sandbox can.
+            confining = attrs.evolve(confining, reason=await _confinement_missing())
         activation = Activation(
             self._plugins,
             LocationInfo(resolved),
@@ -290,7 +287,9 @@ class Host:
 
 async def _confinement_missing() -> str | None:
     """Why no sandbox can confine a plugin's worker here, or None while one can."""
-    return await anyio.to_thread.run_sync(_confined.confinement_missing)
+    from . import _confining  # looked up here, so a test can stand in for it
+
+    return await anyio.to_thread.run_sync(_confining.confinement_missing)
 
 
 def _limits(config: LocationConfig, root: Path) -> OutputLimits:

@@ -125,7 +125,15 @@ Approver: TypeAlias = Callable[[PermissionRequest], Awaitable["Literal['once', '
 
 
 class PermissionRejected(Exception):  # noqa: N818 - reads as what happened
-    """The user rejected a request without feedback: the call stops operationally."""
+    """The user rejected a request without feedback: the call stops operationally.
+
+    ``request`` is the request rejected, where known, so that a host can name the
+    rule that would allow it.
+    """
+
+    def __init__(self, message: str, *, request: PermissionRequest | None = None) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 _TOKENS = re.compile(r"\\[*?\\]|.", re.DOTALL)
@@ -259,7 +267,8 @@ class Permissions:
         if self._approver is None:
             raise PermissionRejected(
                 f"{request.action} on {', '.join(pending)} needs approval and this host "
-                "has no approver"
+                "has no approver",
+                request=request,
             )
         answer = await self._question(request, self._approver)
         if answer == "once":
@@ -270,7 +279,7 @@ class Permissions:
         if isinstance(answer, Reject):
             if answer.message:
                 raise ToolFailure(f"the user rejected {request.action}: {answer.message}")
-            raise PermissionRejected(f"the user rejected {request.action}")
+            raise PermissionRejected(f"the user rejected {request.action}", request=request)
         raise TypeError(
             f"the approver answered {answer!r}; answer 'once', 'always' or pegboard.Reject(...)"
         )

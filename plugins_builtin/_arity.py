@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import posixpath
-import re
 
 from ._commands import Command, shown, visible
+from ._paths import escape
 from ._wrappers import SHELLS, is_privileged, is_python
 
 __all__ = ("approval_pattern", "escape")
@@ -64,8 +64,3 @@ def approval_pattern(command: Command) -> str | None:
     if any(word.startswith("-") or "$" in word or "`" in word for word in prefix[1:]):
         return exact
     return escape(visible(" ".join(shown(word) for word in prefix), newlines=False)) + " *"
-
-
-def escape(text: str) -> str:
-    """``text`` as a pattern that matches exactly it: ``*``, ``?`` and ``\\`` escaped."""
-    return re.sub(r"([*?\\])", r"\\\1", text)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
 import pegboard
 
-from ._arity import escape
+__all__ = ("approval_patterns", "ask_about_path", "escape", "failure", "resolve")
 
-__all__ = ("approval_patterns", "ask_about_path", "failure", "resolve")
+
+def escape(text: str) -> str:
+    """``text`` as a pattern that matches exactly it: ``*``, ``?`` and ``\\`` escaped."""
+    return re.sub(r"([*?\\])", r"\\\1", text)
 
 
 def resolve(filesystem: pegboard.Filesystem, path: str, *, write: bool = False) -> Path:

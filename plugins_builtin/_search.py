@@ -11,7 +11,7 @@ import re
 import stat
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import attrs
@@ -19,12 +19,14 @@ import orjson
 
 import pegboard
 
-from . import _ripgrep
 from ._denied import may_deny, pruned_folders
 from ._files import READS
 from ._globs import compile_glob, escape
 from ._paths import ask_about_path, failure, resolve
 from ._text import clip
+
+if TYPE_CHECKING:
+    from . import _ripgrep
 
 __all__ = ("GlobInput", "GrepInput", "Search")
 
@@ -304,6 +306,9 @@ class Search:
             root = self._filesystem.open_directory(self._filesystem.root)
         except OSError as error:
             raise failure(error, self._filesystem.root, self._filesystem) from None
+        # ripgrep runs the searches: imported at the first, not by every Location.
+        from . import _ripgrep
+
         ignore: Path | None = None
         try:
             arguments = list(_ripgrep.BASE_OPTIONS)
@@ -478,6 +483,7 @@ def _plain(path: str) -> str:
 
 async def _files(scope: _Scope, each: Callable[[str], None]) -> None:
     """Call ``each`` (in a worker thread) with every file rg lists inside the search path."""
+    from . import _ripgrep
 
     def consume(batch: list[bytes | _ripgrep.Long]) -> None:
         for message in batch:
@@ -525,6 +531,8 @@ class _Matches:
     summary: bool = False
 
     def consume(self, batch: list[bytes | _ripgrep.Long]) -> None:
+        from . import _ripgrep
+
         found = self.found
         for message in batch:
             if type(message) is not bytes:
@@ -579,6 +587,8 @@ async def _grep(
     by_path: Callable[[str], bool] | None,
     found: _Found,
 ) -> None:
+    from . import _ripgrep
+
     arguments = [*scope.options, "--json", "--regexp", pattern, "--", _target(scope)]
     config = None
     if excluded:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -22,11 +22,11 @@ import attrs
 
 import pegboard
 
-from ._arity import approval_pattern, escape
 from ._capture import Capture
-from ._commands import Analysis, analyse, visible
-from ._confine import Masks, masks
-from ._paths import failure, resolve
+from ._paths import escape, failure, resolve
+
+if TYPE_CHECKING:
+    from ._commands import Analysis
 
 __all__ = ("BashInput", "Limits", "Shell")
 
@@ -151,6 +151,11 @@ class Shell:
     async def bash(
         self, input: BashInput, context: pegboard.ToolContext
     ) -> pegboard.ToolResponse[None]:
+        # Reading shell lines is the bash tool's own work: imported at its first call,
+        # not by every Location that lists it.
+        from ._commands import analyse, visible
+        from ._confine import Masks, masks
+
         command = input.command
         if not command.strip():
             raise pegboard.ToolFailure("the command is empty; give a shell command to run")
@@ -204,6 +209,9 @@ class Shell:
         self, command: str, analysis: Analysis, workdir: Path, shown: str, seconds: float
     ) -> None:
         """Ask for every command the line runs, then for ``edit`` on every file it writes."""
+        from ._arity import approval_pattern
+        from ._commands import visible
+
         metadata: dict[str, Any] = {
             "command": visible(command),
             "workdir": shown,
@@ -255,6 +263,8 @@ class Shell:
 
     def _written(self, analysis: Analysis, workdir: Path) -> dict[str, bool]:
         """The files the line writes as path rules see them, each with whether it is unknown."""
+        from ._commands import visible
+
         # A `cd` anywhere may move a relative path: where it writes is known only then.
         moves = any(item.words[0] in ("cd", "pushd", "popd") for item in analysis.commands)
         paths: dict[str, bool] = {}

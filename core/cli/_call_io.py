@@ -26,6 +26,7 @@ from pegboard import (
 )
 
 from ._common import UsageError
+from ._words import in_cli_words
 
 __all__ = ("RecordingStorage", "TerminalApprover", "approver_for", "parse_input", "render_outcome")
 
@@ -137,9 +138,12 @@ def render_outcome(outcome: Outcome, saved: Sequence[Path], *, as_json: bool) ->
         if isinstance(outcome, Completed):
             data["output"] = outcome.output
         else:
-            data["error"] = {"kind": outcome.error.kind, "message": outcome.error.message}
+            data["error"] = {
+                "kind": outcome.error.kind,
+                "message": in_cli_words(outcome.error.message),
+            }
         return json.dumps(data, indent=2, ensure_ascii=False)
-    lines = [] if error is None else [f"failed ({error.kind}): {error.message}"]
+    lines = [] if error is None else [f"failed ({error.kind}): {in_cli_words(error.message)}"]
     if error is not None and content:
         lines.append("partial output:")
     lines.extend(_item_text(item) for item in content)

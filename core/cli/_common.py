@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 __all__ = (
     "Exit",
@@ -40,6 +40,27 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
+    """``intermixed``: the command's positional words may come between its options, as in
+    ``pegboard call grep --yes '{...}'`` (argparse would take INPUT as extra arguments)."""
+
+    def __init__(self, *args: Any, intermixed: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.intermixed = intermixed
+        self._parsing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.intermixed or self._parsing:
+            return super().parse_known_args(args, namespace)
+        # parse_known_intermixed_args parses twice through parse_known_args (on
+        # Python 3.11 and 3.12): those calls take the plain path.
+        self._parsing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing = False
+
     def error(self, message: str) -> NoReturn:
         # Two plain lines instead of the whole usage block.
         self.exit(Exit.USAGE, f"{self.prog}: error: {message}\nsee '{self.prog} --help'\n")
@@ -105,7 +126,9 @@ def print_error(arguments: argparse.Namespace, error: BaseException) -> None:
         import traceback
 
         traceback.print_exception(error)
-    print(f"pegboard: error: {error}", file=sys.stderr)
+    from ._words import in_cli_words
+
+    print(f"pegboard: error: {in_cli_words(str(error))}", file=sys.stderr)
 
 
 #: What `warn` has printed, so that each warning is printed once.
@@ -113,8 +136,11 @@ _WARNED: set[str] = set()
 
 
 def warn(message: object) -> None:
-    """``pegboard: warning: ...`` on standard error, once per distinct message."""
-    text = str(message)
+    """``pegboard: warning: ...`` on standard error, once per distinct message, in the
+    command line's words."""
+    from ._words import in_cli_words
+
+    text = in_cli_words(str(message))
     if text not in _WARNED:
         _WARNED.add(text)
         print(f"pegboard: warning: {text}", file=sys.stderr)

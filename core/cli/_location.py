@@ -16,9 +16,18 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from pegboard import Location, Outcome, Progress, Request, ToolContext, ToolDefinition
+    from pegboard import (
+        Approver,
+        Location,
+        Outcome,
+        PluginError,
+        Progress,
+        Request,
+        ToolContext,
+        ToolDefinition,
+    )
 
-    from ._call_io import TerminalApprover
+    from ._call_io import RecordingStorage, TerminalApprover
 
 __all__ = ("add",)
 
@@ -45,13 +54,15 @@ def add(commands: Any) -> None:
 
     call = commands.add_parser(
         "call",
+        intermixed=True,
         help="call one tool and show its outcome",
         description="INPUT is JSON text, '-' for standard input, or key=value pairs "
-        "(each value is read as JSON when it parses, else as a string). Exit codes: "
+        "(each value is read as JSON when it parses, else as a string); options may come "
+        "before, between or after TOOL and INPUT. Exit codes: "
         "0 completed, 1 model-visible failure, 2 usage error, 3 operational failure.",
     )
     call.add_argument("tool", metavar="TOOL")
-    call.add_argument("input", nargs="*", metavar="INPUT")
+    call.add_argument("input", nargs="*", default=[], metavar="INPUT")
     add_location_options(call)
     add_sandbox_options(call)
     add_permission_options(call)
@@ -70,24 +81,19 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 async def _location_command(arguments: argparse.Namespace) -> int:
-    from pegboard import Completed, Host, ToolContext
-
-    from ._call_io import (
-        RecordingStorage,
-        TerminalApprover,
-        approver_for,
-        parse_input,
-        render_outcome,
-    )
+    from pegboard import Host
 
     rules = host_rules(arguments)
     sandbox = sandbox_settings(arguments)
-    storage = RecordingStorage()
-    approver = approver_for(
-        yes=getattr(arguments, "yes", False), no=getattr(arguments, "no", False)
-    )
-    host = Host()
-    async with host.location(
+    calling = arguments.command == "call"
+    storage: RecordingStorage | None = None
+    approver: Approver | None = None
+    if calling:  # listing tools neither asks nor saves: it needs none of this
+        from ._call_io import RecordingStorage, approver_for
+
+        storage = RecordingStorage()
+        approver = approver_for(yes=arguments.yes, no=arguments.no)
+    async with Host().location(
         arguments.location,
         plugins=arguments.plugins,
         trusted=arguments.trust,
@@ -97,22 +103,40 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         **sandbox,
     ) as location:
         check_trust(arguments, location.enabled)
-        for problem in location.plugin_errors:
-            warn(problem)
         request = location.prepare()
-        if arguments.command == "tools":
+        if storage is None:  # pegboard tools
             if arguments.search is not None:
                 return _search(location, arguments.search, arguments.limit, arguments.json)
-            return _tools(request.definitions, as_json=arguments.json)
+            return _tools(
+                request.definitions,
+                location.enabled,
+                location.plugin_errors,
+                as_json=arguments.json,
+            )
+        for problem in location.plugin_errors:
+            warn(problem)
         say_sandbox(location.sandbox)
-        raw = parse_input(arguments.input, stdin=sys.stdin)
-        context = ToolContext(
-            session_id=f"cli-{os.getpid()}", agent="cli", message_id="cli", call_id="cli-1"
-        )
-        terminal = approver if isinstance(approver, TerminalApprover) else None
-        outcome = await _call(request, arguments.tool, raw, context, terminal)
-        print(render_outcome(outcome, storage.saved, as_json=arguments.json))
-        return Exit.COMPLETED if isinstance(outcome, Completed) else Exit.FAILED
+        return await _call_command(arguments, request, storage, approver)
+
+
+async def _call_command(
+    arguments: argparse.Namespace,
+    request: Request,
+    storage: RecordingStorage,
+    approver: Approver | None,
+) -> int:
+    from pegboard import Completed, ToolContext
+
+    from ._call_io import TerminalApprover, parse_input, render_outcome
+
+    raw = parse_input(arguments.input, stdin=sys.stdin)
+    context = ToolContext(
+        session_id=f"cli-{os.getpid()}", agent="cli", message_id="cli", call_id="cli-1"
+    )
+    terminal = approver if isinstance(approver, TerminalApprover) else None
+    outcome = await _call(request, arguments.tool, raw, context, terminal)
+    print(render_outcome(outcome, storage.saved, as_json=arguments.json))
+    return Exit.COMPLETED if isinstance(outcome, Completed) else Exit.FAILED
 
 
 async def _call(
@@ -163,10 +187,22 @@ def _search(location: Location, query: str, limit: int, as_json: bool) -> int:
     if not found and not as_json:
         print(f"no tool matches {query!r}")
         return Exit.COMPLETED
-    return _tools(found, as_json=as_json)
+    return _tools(found, location.enabled, location.plugin_errors, as_json=as_json)
 
 
-def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:
+def _tools(
+    definitions: Sequence[ToolDefinition],
+    enabled: Sequence[str],
+    errors: Sequence[PluginError],
+    *,
+    as_json: bool,
+) -> int:
+    if not definitions and errors and not as_json:
+        # Nothing to list because plugins failed: why is the command's one message.
+        print(f"pegboard: error: {_no_tools(enabled, errors)}", file=sys.stderr)
+        return Exit.OPERATIONAL
+    for problem in errors:
+        warn(problem)
     if as_json:
         import json
 
@@ -182,11 +218,44 @@ def _tools(definitions: Sequence[ToolDefinition], *, as_json: bool) -> int:
             for definition in definitions
         ]
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return Exit.COMPLETED
+        return Exit.OPERATIONAL if errors and not definitions else Exit.COMPLETED
     if not definitions:
-        print("no tools: enable a plugin in pegboard.toml or with the host")
+        print(
+            "no tools: no plugin is enabled, or the plugins enabled register none; enable one "
+            "with --plugin NAME or in pegboard.toml (plugins = [...]); 'pegboard plugins' "
+            "lists those installed"
+        )
     width = max((len(definition.name) for definition in definitions), default=0)
     for definition in definitions:
         summary = definition.description.strip().splitlines()[0]
         print(f"{definition.name:<{width}}  {summary}")
     return Exit.COMPLETED
+
+
+#: What to do about a plugin that failed in these phases; in the others its message
+#: says what to do (trust it, turn confinement off), or the plugin itself needs a fix.
+_REMEDIES = {
+    "import": "its module does not import: reinstall or fix it ('pegboard plugins' shows "
+    "whether each installed plugin loads)",
+    "options": "fix its options: the [{name}] table in pegboard.toml",
+}
+
+
+def _no_tools(enabled: Sequence[str], errors: Sequence[PluginError]) -> str:
+    """Why there is nothing to list: each failed plugin's error, and what to do."""
+    from ._words import in_cli_words
+
+    reasons = []
+    for error in errors:
+        reason = f"{error.plugin!r} failed ({error.phase}): {in_cli_words(error.message)}"
+        remedy = _REMEDIES.get(error.phase)
+        if remedy is not None:
+            reason += f"; {remedy.format(name=error.plugin)}"
+        elif "--" not in reason:  # no option to pass: the plugin itself is at fault
+            reason += f"; fix the plugin ('pegboard check {error.plugin}' tests it)"
+        reasons.append(reason)
+    other = "enable another plugin with --plugin NAME ('pegboard plugins' lists them)"
+    if len(enabled) == 1 == len(reasons):
+        return f"no tools: the only enabled plugin, {reasons[0]}; or {other}"
+    lines = ["no tools: these enabled plugins failed:", *reasons, f"or {other}"]
+    return "\n  ".join(lines)

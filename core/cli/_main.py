@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import NoReturn
 
+    from pegboard import PermissionRejected
+
 __all__ = ("build_parser", "main")
 
 # Each module adds its commands with `add(commands)` and sets `run` on them.
@@ -49,6 +51,14 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         status = Exit.USAGE
     except KeyboardInterrupt:
         status = 130
+    if argv is None:  # the program itself, about to exit (not a test calling main)
+        import gc
+
+        # Exiting collects every object the engine made (its classes, their
+        # generated methods): a tenth of `pegboard tools`. Nothing the command
+        # printed or saved depends on it, and Python never promises finalizers
+        # at exit, so the objects left now are spared the collector.
+        gc.freeze()
     sys.exit(status)
 
 
@@ -73,12 +83,25 @@ def _run(arguments: argparse.Namespace) -> int:
     return status
 
 
-def _with_cli_hint(error: Exception) -> Exception:
-    hint = (
-        "answer on a terminal, pass --yes to approve every request of this call, or allow "
-        "it by rule, e.g. --allow 'bash:git status *' (see pegboard call --help)"
-    )
-    rejected = type(error)(f"{error}; {hint}")
+def _with_cli_hint(error: PermissionRejected) -> Exception:
+    from ._words import allow_options
+
+    request = error.request
+    rules = None if request is None else allow_options(request)
+    if request is not None and "needs approval" not in str(error):
+        # The user said no: a rule is the way to stop being asked, if one can.
+        hint = "" if rules is None else f"; to allow it without asking, pass {rules}"
+    else:
+        by_rule = (
+            "or allow it by rule, e.g. --allow 'bash:git status *'"
+            if rules is None
+            else f"or allow it by rule: {rules}"
+        )
+        hint = (
+            "; answer on a terminal, pass --yes to approve every request of this call, "
+            f"{by_rule} (see pegboard call --help)"
+        )
+    rejected = type(error)(f"{error}{hint}", request=request)
     rejected.__traceback__ = error.__traceback__
     return rejected
 

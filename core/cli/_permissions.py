@@ -62,10 +62,12 @@ async def _permissions(arguments: argparse.Namespace) -> int:
         if arguments.json:
             import json
 
+            from ._words import in_cli_words
+
             rows = [_row(number, approval) for number, approval in enumerate(approvals, 1)]
             info = location.sandbox
             print(json.dumps({
-                "sandbox": {"kind": info.kind, "reason": info.reason},
+                "sandbox": {"kind": info.kind, "reason": info.reason and in_cli_words(info.reason)},
                 "approvals": rows,
                 "revoked": [approvals.index(approval) + 1 for approval in chosen],
             }, indent=2, ensure_ascii=False))  # fmt: skip

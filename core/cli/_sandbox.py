@@ -71,7 +71,9 @@ def sandbox_settings(arguments: argparse.Namespace) -> dict[str, Any]:
 
 def sandbox_line(info: SandboxInfo) -> str:
     """``sandbox: ...``: the sandbox in force, or why there is none."""
-    return f"sandbox: {info.describe()}"
+    from ._words import in_cli_words
+
+    return f"sandbox: {in_cli_words(info.describe())}"
 
 
 def say_sandbox(info: SandboxInfo, *, always: bool = True) -> None:

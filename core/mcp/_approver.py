@@ -114,7 +114,8 @@ class ClientApprover:
             raise PermissionRejected(
                 f"{request.action} on {', '.join(request.resources)} needs approval, and this "
                 "server does not let its clients approve their own requests; the operator can "
-                f"start pegboard serve with {suggested_rules(request)}"
+                f"start pegboard serve with {suggested_rules(request)}",
+                request=request,
             )
         who = (
             "the MCP client does not support elicitation"
@@ -123,7 +124,8 @@ class ClientApprover:
         )
         raise PermissionRejected(
             f"{request.action} on {', '.join(request.resources)} needs approval and {who}; "
-            f"the operator can allow it with {suggested_rules(request)}"
+            f"the operator can allow it with {suggested_rules(request)}",
+            request=request,
         )
 
     def _remembered(self, request: PermissionRequest) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from .._errors import ToolFailure
-from . import _bubblewrap, _landlock
+from . import _bubblewrap
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
 __all__ = ("Confinement", "Sandbox", "detect", "installation", "isolated")
@@ -54,6 +54,9 @@ def detect(mode: Mode) -> SandboxInfo:
     bwrap, reason = _bubblewrap.probe()
     if bwrap is not None:
         return SandboxInfo(kind="bubblewrap")
+    # Landlock (and ctypes, to reach it) only where bubblewrap does not work.
+    from . import _landlock
+
     version = _landlock.abi()
     if version >= _landlock.MINIMUM_ABI:
         return SandboxInfo(kind="landlock")
@@ -100,6 +103,8 @@ class Confinement:
         if self.policy is None:
             return argv
         if self._bwrap is None:
+            from . import _landlock
+
             return _landlock.arguments(
                 self.policy, argv, version=self._landlock, rules_file=_rules_file(self.tmpdir)
             )
@@ -231,6 +236,8 @@ class Sandbox:
                 tmpdir=tmpdir,
             )
             if self.info.kind == "landlock":
+                from . import _landlock
+
                 yield Confinement(policy, environment, tmpdir, landlock=_landlock.abi())
                 return
             bwrap, _ = _bubblewrap.probe()

@@ -16,7 +16,7 @@ import anyio.to_thread
 import attrs
 
 import pegboard
-from pegboard import _confined, hookimpl
+from pegboard import _confining, hookimpl
 from pegboard._confined import ConfineMode, Worker
 
 from .._plugins import BUILTIN_MODULES
@@ -298,17 +298,17 @@ def _placement(subject: Subject, installed: Installed) -> tuple[ConfineMode, str
         return "off", "in the checks' process, as hosts run a plugin they trust"
     if subject.confine == "off":
         return "off", "in the checks' process (confine off), as a host with confine='off' runs it"
+    missing = _confining.confinement_missing()
+    if missing is not None and subject.confine == "required":
+        return "required", f"nowhere: it must run confined, and {missing}"
+    if missing is not None:
+        return "off", (
+            f"in the checks' process, since no sandbox can confine it here ({missing}); "
+            "hosts where one can run it confined"
+        )
     if installed.unnamed is not None:
         return subject.confine, f"in the checks' process: {installed.unnamed}"
-    missing = _confined.confinement_missing()
-    if missing is None:
-        return subject.confine, "confined, in a sandboxed worker of its own, as hosts run it"
-    if subject.confine == "required":
-        return "required", f"nowhere: it must run confined, and {missing}"
-    return "off", (
-        f"in the checks' process, since no sandbox can confine it here ({missing}); hosts "
-        "where one can run it confined"
-    )
+    return subject.confine, "confined, in a sandboxed worker of its own, as hosts run it"
 
 
 class _Span:

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import attrs
 
-from pegboard._confined import confinement_missing
+from pegboard import _confining
 
 from ._bench import Bench
 from ._checks import run_subject
@@ -144,7 +144,7 @@ def _named(plugin: str, confine: str) -> Subject:
     """The subject ``plugin`` names: a plugin, or a `PluginConformance` subclass's."""
     if ":" not in plugin:
         return Subject(plugin=plugin)
-    if confine == "off" or confinement_missing() is not None:
+    if confine == "off" or _confining.confinement_missing() is not None:
         target = load_reference(plugin)  # in this process, as the checks will run it
         if isinstance(target, type) and issubclass(target, PluginConformance):
             return target.subject()
