@@ -73,7 +73,9 @@ class Host:
     def plugins(self, *, load: bool = False) -> list[PluginInfo]:
         """Every installed plugin with its distribution, version and load state.
 
-        ``load=True`` imports each plugin to find out whether it loads.
+        ``load=True`` imports each plugin to find out whether it loads: those from
+        entry points in one confined process (never in the host's) where a sandbox can
+        confine it, else here.
         """
         return self._plugins.info(load=load)
 

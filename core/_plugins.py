@@ -6,7 +6,10 @@ import contextlib
 import functools
 import importlib
 import inspect
+import json
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -102,6 +105,8 @@ class _Entry:
     #: The entry point's ``module:attr`` value and the folder its distribution is
     #: installed in; None for built-in and in-process plugins.
     source: tuple[str, str | None] | None = None
+    #: Whether it loaded in a confined process of its own (``info(load=True)``).
+    probed: bool = False
     _metadata: tuple[str | None, str | None] | None = attrs.field(default=None, init=False)
 
     def metadata(self) -> tuple[str | None, str | None]:
@@ -217,19 +222,67 @@ class Plugins:
         return self._scan().get(name)
 
     def info(self, *, load: bool = False) -> list[PluginInfo]:
-        """One `PluginInfo` per installed plugin; ``load=True`` imports each to find out."""
+        """One `PluginInfo` per installed plugin; ``load=True`` imports each to find out:
+        a plugin from an entry point in a confined process of its own where a sandbox
+        works (never in this one), the built-in ones and objects here."""
+        entries = list(self._scan().values())
+        if load:
+            probing = [entry for entry in entries if entry.source is not None]
+            if probing and not self._probe(probing):
+                probing = []  # no sandbox: in this process, as documented
+            for entry in entries:
+                if entry not in probing:
+                    with contextlib.suppress(PluginError):  # recorded on the entry
+                        self.load(entry.name)
         infos = []
-        for entry in self._scan().values():
-            if load:
-                with contextlib.suppress(PluginError):  # recorded on the entry
-                    self.load(entry.name)
+        for entry in entries:
+            loaded = entry.plugin is not None or entry.probed
             state: Literal["not loaded", "loaded", "failed"] = (
-                "failed" if entry.error else "loaded" if entry.plugin is not None else "not loaded"
+                "failed" if entry.error else "loaded" if loaded else "not loaded"
             )
             error = entry.error.message if entry.error else None
             distribution, version = entry.metadata()
             infos.append(PluginInfo(entry.name, distribution, version, state, error))
         return infos
+
+    def _probe(self, entries: list[_Entry]) -> bool:
+        """Load ``entries`` in one confined process; False where no sandbox can confine it."""
+        from ._confining import confinement_missing
+
+        if confinement_missing() is not None:
+            return False
+        from .sandbox import installation, isolated
+
+        sources = [(entry.name, *entry.source) for entry in entries if entry.source]
+        folders = [folder for _, _, folder in sources if folder]
+        with isolated(readable=installation(folders)) as confinement:
+            argv = [sys.executable, "-I", "-c", _PROBE, json.dumps(sources)]
+            try:
+                done = subprocess.run(
+                    confinement.command(argv, cwd=Path("/tmp")),
+                    cwd=confinement.tmpdir,
+                    env=dict(confinement.environment),
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    pass_fds=confinement.pass_fds,
+                    timeout=_PROBE_SECONDS,
+                    check=False,
+                )
+                found = json.loads(done.stdout.decode().splitlines()[-1])
+            except subprocess.TimeoutExpired:
+                found = {name: f"did not load within {_PROBE_SECONDS:g} s" for name, *_ in sources}
+            except (ValueError, IndexError):
+                last = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+                found = {
+                    name: f"loading the plugins ended the process: {last}" for name, *_ in sources
+                }
+        for entry in entries:
+            problem = found.get(entry.name)
+            if problem is None:
+                entry.probed = True
+            elif entry.error is None:
+                entry.error = PluginError(entry.name, "import", str(problem))
+        return True
 
     def load(self, name: str) -> dict[str, pluggy.HookImpl]:
         """Import and register plugin ``name`` once; return its hook implementations."""
@@ -312,6 +365,30 @@ def _not_plain(function: Callable[..., object]) -> bool:
         or inspect.isasyncgenfunction(function)
         or inspect.isgeneratorfunction(function)
     )
+
+
+#: Seconds the confined load of every installed plugin may take.
+_PROBE_SECONDS = 120.0
+#: Loads each plugin named on the command line as a host would, and prints, as the
+#: last line, which failed and why (a plugin printing or exiting cannot hide that).
+_PROBE = """
+import json, os, sys
+from pegboard._plugins import PluginError, Plugins
+sources = json.loads(sys.argv[1])
+out = os.dup(1)
+os.dup2(2, 1)
+found = {}
+for name, value, folder in sources:
+    if folder and folder not in sys.path:
+        sys.path.append(folder)
+    try:
+        Plugins.only(name, value).load(name)
+    except PluginError as error:
+        found[name] = error.message
+    except BaseException as error:
+        found[name] = f"{type(error).__name__}: {error}"
+os.write(out, ("\\n" + json.dumps(found) + "\\n").encode())
+"""
 
 
 def _importer(module: str) -> Callable[[], object]:

@@ -779,3 +779,19 @@ async def test_integers_beyond_64_bits_cross_the_boundary_exactly(
         )
         assert isinstance(outcome, pegboard.Completed), outcome
         assert {"n": 2 * big} == outcome.output
+
+
+def test_listing_plugins_with_load_imports_none_of_them_here(
+    install: Install, tmp_path: Path
+) -> None:
+    """host.plugins(load=True) tells which plugins load without running their code here."""
+    marker = tmp_path / "imported-in-the-host"
+    calc = install("calc", textwrap.dedent(ADD) + f"\nopen({str(marker)!r}, 'w').close()\n")
+    broken = install("broken", "raise RuntimeError('no database')\n")
+    infos = {info.name: info for info in pegboard.Host().plugins(load=True)}
+    assert ("loaded", None) == (infos["calc"].state, infos["calc"].error)
+    assert "failed" == infos["broken"].state
+    assert "RuntimeError: no database" in str(infos["broken"].error)
+    assert not marker.exists()  # its import ran confined, where the host's files are not
+    assert calc not in sys.modules
+    assert broken not in sys.modules
