@@ -1026,3 +1026,24 @@ def test_the_watchdog_covers_every_call_the_checks_make(tmp_path: Path) -> None:
     assert ["blocking"] == [result.name for result in report.failed], report.format()
     (problem,) = report.failed[0].problems
     assert "a call of tool 'notes_count' (its execute, or a hook) blocked" in problem.message
+
+
+def test_examples_that_are_not_a_tuple_of_examples_get_one_clear_line(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        TypeError, match=r"got one Example: write examples = \(Example\(\.\.\.\),\)"
+    ):
+        check(Good(), examples=EXAMPLES[0], directory=tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"examples\[1\] is a dict, not an Example"):
+        check(Good(), examples=[EXAMPLES[0], {"tool": "x"}], directory=tmp_path)  # type: ignore[list-item]
+    source = textwrap.dedent(PLUGIN_SOURCE.format(body="pass")).replace(
+        'examples = (Example(tool="wait"),)', 'examples = Example(tool="wait")'
+    )
+    pytester.makepyfile(source)
+    result = pytester.runpytest(*QUIET, "-k", "activation and asyncio")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*TestWaits: examples must be a tuple of Example, got one Example*"]
+    )
+    assert "Traceback" not in result.stdout.str()

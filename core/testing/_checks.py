@@ -179,7 +179,7 @@ async def run_checks(
         name=name,
         options=dict(options or {}),
         trusted=trusted,
-        examples=tuple(examples),
+        examples=examples,  # checked by Subject
         files=files,
         timeout=timeout,
         skip=dict(skip or {}),

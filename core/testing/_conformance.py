@@ -87,7 +87,7 @@ class PluginConformance:
             name=cls.name,
             options=dict(cls.options),
             trusted=cls.trusted,
-            examples=tuple(cls.examples),
+            examples=cls.examples,  # checked by Subject
             files=cls.files,
             timeout=cls.timeout,
             skip=dict(cls.skip),
@@ -115,7 +115,11 @@ class PluginConformance:
     def _verify(self, check: str, backend: str, directory: Path) -> None:
         import pytest
 
-        run = functools.partial(run_subject, self.subject(), only=[check], directory=directory)
+        try:
+            subject = self.subject()
+        except (TypeError, ValueError) as error:  # a settings mistake: one clear line
+            pytest.fail(f"{type(self).__name__}: {error}", pytrace=False)
+        run = functools.partial(run_subject, subject, only=[check], directory=directory)
         [result] = anyio.run(run, backend=backend).results
         if result.status == "failed":
             pytest.fail(result.describe(), pytrace=False)

@@ -10,7 +10,7 @@ import shutil
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -66,6 +66,28 @@ class Example:
     deterministic: bool = True
 
 
+def _examples(value: object) -> tuple[Example, ...]:
+    """``examples``, checked: a tuple (or list) of `Example`, said plainly when it is not."""
+    if isinstance(value, Example):
+        raise TypeError(
+            "examples must be a tuple of Example, got one Example: write "
+            "examples = (Example(...),) with the trailing comma"
+        )
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"examples must be a tuple of Example, got {type(value).__name__}: write "
+            "examples = (Example(tool=..., input={...}),)"
+        )
+    found = tuple(value)
+    for index, item in enumerate(found, 1):
+        if not isinstance(item, Example):
+            raise TypeError(
+                f"examples[{index - 1}] is a {type(item).__name__}, not an Example: write "
+                "Example(tool=..., input={...})"
+            )
+    return found
+
+
 @attrs.frozen(kw_only=True)
 class Subject:
     """Everything the checks need to know about the plugin under test.
@@ -79,7 +101,7 @@ class Subject:
     name: str | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
     trusted: bool = False
-    examples: tuple[Example, ...] = ()
+    examples: tuple[Example, ...] = attrs.field(default=(), converter=_examples)
     files: Files = None
     timeout: float = 10.0
     #: Tools the checks do not call, each with the reason a reader of the report sees.
