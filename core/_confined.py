@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -266,12 +267,11 @@ class Worker:
             replies = self._pending.get(message.get("id", 0))
             if replies is not None:
                 replies.send_nowait(message)
-            elif (
-                kind == "progress"
-                and message["id"] in self._call_ids
-                and message["id"] not in self.running  # the call had settled
-            ):
-                self.late_progress.append(self._call_ids[message["id"]])
+            elif kind == "progress":  # its call is over here: no runner will take it
+                if message["id"] in self._call_ids and message["id"] not in self.running:
+                    self.late_progress.append(self._call_ids[message["id"]])
+                if self._channel is not None:
+                    self._channel.send({"type": "taken", "id": message["id"]})
         return True
 
     async def _ended(self) -> None:
@@ -362,8 +362,12 @@ class Worker:
             while True:  # the worker dying sends a "died" message
                 message = await replies.receive()
                 if message["type"] != "progress":
+                    # Cancelled as the answer came: the tool had finished, the call is
+                    # cancelled all the same, and nothing was swallowed.
+                    await anyio.lowlevel.checkpoint_if_cancelled()
                     return self._answer(authored, message)
                 await context.progress(load_progress(message["progress"]))
+                self._channel.send({"type": "taken", "id": number})
         except anyio.get_cancelled_exc_class():
             if self._channel is not None:
                 self._channel.send({"type": "cancel", "id": number})

@@ -115,6 +115,8 @@ class _Worker:
         self.published = _Published()
         self.board = Board()
         self.calls: dict[int, anyio.CancelScope] = {}
+        #: Per call, its progress reports the host has not yet taken, oldest first.
+        self.reports: dict[int, list[anyio.Event]] = {}
         self.loop_thread = threading.get_ident()
         self.changed, self._changes = anyio.create_memory_object_stream[None](math.inf)
         self.activation: Activation | None = None
@@ -206,6 +208,12 @@ class _Worker:
             group.start_soon(self.after, message)
         elif kind == "prepare_request":
             self.prepare(message)
+        elif kind == "taken":  # the host's runner took a progress report
+            waiting = self.reports.get(message["id"])
+            if waiting:
+                waiting.pop(0).set()
+                if not waiting:
+                    del self.reports[message["id"]]
         elif kind == "ping":  # answered by the event loop: late when it is held
             self.channel.send({"type": "pong", "id": message["id"]})
         return bool(kind != "close")
@@ -296,7 +304,11 @@ class _Worker:
             return {"type": "refused", "kind": "invalid_input", "why": why(error)}
 
         async def forward(update: Progress) -> None:
+            # As in the host's process, a report returns once the runner has taken it.
+            taken = anyio.Event()
+            self.reports.setdefault(number, []).append(taken)
             self.channel.send({"type": "progress", "id": number, "progress": dump_progress(update)})
+            await taken.wait()
 
         context = ToolContext(**message["context"], progress=forward)
         try:

@@ -9,7 +9,7 @@ import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import attrs
@@ -1047,3 +1047,39 @@ def test_examples_that_are_not_a_tuple_of_examples_get_one_clear_line(
         ["*TestWaits: examples must be a tuple of Example, got one Example*"]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+class ListsTheLatestRoot(Good):
+    """Lists the files of the latest Location it saw, whichever Location calls it."""
+
+    latest: ClassVar[list[Path]] = []
+
+    @hookimpl
+    async def activate_location(
+        self, location: pegboard.LocationInfo, tools: pegboard.Tools
+    ) -> AsyncIterator[None]:
+        self.latest[:] = [location.root]
+
+        async def listing(input: object, context: pegboard.ToolContext) -> str:
+            return ", ".join(sorted(path.name for path in self.latest[0].iterdir()))
+
+        tool = pegboard.tool(description="List the notes.", execute=listing)
+        tools.register({"list": tool}, namespace="notes")
+        yield
+
+
+def test_without_examples_isolation_compares_each_tools_simplest_input(tmp_path: Path) -> None:
+    """A tool whose result repeats is compared between Locations on its simplest input."""
+    report = check(
+        ListsTheLatestRoot(),
+        name="notes",
+        only=["isolation"],
+        files={"a.txt": "x"},
+        directory=tmp_path,
+    )
+    [result] = report.results
+    assert "failed" == result.status, report.format()
+    assert "example 1 (notes_list) settled differently" in result.describe()
+    twin = check(Good(), name="notes", only=["isolation"], directory=tmp_path / "twin")
+    assert twin.passed, twin.format()
+    assert "compared each tool's simplest input (notes_count)" in twin.format()

@@ -15,6 +15,7 @@ import pegboard
 
 from ._bench import Bench, CallResult, Opened, describe_error
 from ._report import Findings
+from ._subject import Example
 
 __all__ = ("activation", "isolation", "teardown")
 
@@ -148,6 +149,9 @@ async def isolation(bench: Bench, findings: Findings) -> None:
     same way in either, before and after the other one closes and its folder is deleted.
     """
     examples = [example for example in bench.subject.examples if example.deterministic]
+    generated = not examples
+    if generated:  # no example to compare: each tool's simplest input, if it repeats
+        examples = await _generated_examples(bench, findings)
     for order, scenario in (
         ("the later one", _later_closes_first),
         ("the earlier one", _earlier_closes_first),
@@ -181,6 +185,41 @@ async def isolation(bench: Bench, findings: Findings) -> None:
             return
     if not examples:
         findings.note("no deterministic examples, so only the tool names were compared")
+    elif generated:
+        tools = ", ".join(example.tool for example in examples)
+        findings.note(f"no deterministic examples: compared each tool's simplest input ({tools})")
+
+
+async def _generated_examples(bench: Bench, findings: Findings) -> list[Example]:
+    """The simplest input of each tool whose result repeats within one Location.
+
+    A result that changes from call to call (a counter, a random pick) proves
+    nothing about two Locations, so that tool is left out, and the report says so.
+    """
+    from ._check_generated import simplest_input
+
+    found: list[Example] = []
+    # A tool with an example has been described by its author: deterministic or not.
+    described = {example.tool for example in bench.subject.examples}
+    async with bench.open("isolation-inputs") as opened:
+        mask = _Mask((opened,), bench.storage)
+        for name, definition in sorted(opened.tools().items()):
+            if name in bench.subject.skip or name in described:
+                continue
+            value = await anyio.to_thread.run_sync(simplest_input, definition)
+            if value is None:
+                continue
+            first, second = [
+                mask.comparable(await bench.call(opened, name, value)) for _ in range(2)
+            ]
+            if first == second:
+                found.append(Example(tool=name, input=value))
+            else:
+                findings.note(
+                    f"tool {name!r} was not compared between Locations: its result changes "
+                    "from call to call; give it a deterministic example"
+                )
+    return found
 
 
 @attrs.frozen
