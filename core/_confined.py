@@ -155,13 +155,9 @@ class Worker:
         try:
             self._process = await anyio.open_process(
                 confinement.command(argv, cwd=Path("/tmp")),
-                cwd=confinement.tmpdir,
-                env=dict(confinement.environment),
-                stdin=subprocess.DEVNULL,
+                **confinement.spawn_options(pass_fds=inherited),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=(*inherited, *confinement.pass_fds),
-                start_new_session=True,
             )
         finally:
             for descriptor in inherited:

@@ -260,11 +260,8 @@ class Plugins:
             try:
                 done = subprocess.run(
                     confinement.command(argv, cwd=Path("/tmp")),
-                    cwd=confinement.tmpdir,
-                    env=dict(confinement.environment),
-                    stdin=subprocess.DEVNULL,
+                    **confinement.spawn_options(),
                     capture_output=True,
-                    pass_fds=confinement.pass_fds,
                     timeout=_PROBE_SECONDS,
                     check=False,
                 )

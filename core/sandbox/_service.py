@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -92,6 +94,19 @@ class Confinement:
     def isolates_processes(self) -> bool:
         """Whether the call has a PID namespace: nothing outlives its first process."""
         return self._bwrap is not None
+
+    def spawn_options(self, *, pass_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+        """What starting a process under this confinement takes besides its command
+        line (for `subprocess` and `anyio.open_process`): its folder, its environment,
+        the descriptors it inherits (``pass_fds`` and bwrap's), a session of its own,
+        and no standard input."""
+        return {
+            "cwd": self.tmpdir,
+            "env": dict(self.environment),
+            "stdin": subprocess.DEVNULL,
+            "pass_fds": (*pass_fds, *self.pass_fds),
+            "start_new_session": True,
+        }
 
     def command(self, argv: list[str], *, cwd: Path, init: bool = False) -> list[str]:
         """The command line that runs ``argv`` in ``cwd`` under this confinement.

@@ -12,7 +12,7 @@ import importlib_metadata
 
 from .._plugins import BUILTIN_MODULES
 from ._bench import Bench, Opened, describe_error
-from ._check_generated import exercise_once
+from ._check_generated import exercise_every_tool, exercise_once
 from ._report import Findings
 from ._watchdog import Watchdog, watching
 
@@ -43,14 +43,7 @@ async def blocking(bench: Bench, findings: Findings) -> None:
     async with watched as dog:
         bench.dog = dog
         async with bench.open("blocking") as opened:
-            request = opened.location.prepare()
-            for name, definition in sorted(opened.tools().items()):
-                if name in bench.subject.skip:
-                    continue
-                for example in bench.subject.examples:
-                    if example.tool == name:
-                        await bench.call(opened, name, example.input, request=request)
-                await exercise_once(bench, opened, name, definition, request)
+            await exercise_every_tool(bench, opened, opened.location.prepare())
             with dog.activity(f"plugin {bench.name!r}'s prepare_request hook"):
                 opened.location.prepare()
     blocked = dog.blocked()

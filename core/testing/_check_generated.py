@@ -20,7 +20,13 @@ from ._check_calls import output_problem
 from ._check_definitions import schema_problem
 from ._report import Findings
 
-__all__ = ("exercise_once", "generated", "input_strategy", "simplest_input")
+__all__ = (
+    "exercise_every_tool",
+    "exercise_once",
+    "generated",
+    "input_strategy",
+    "simplest_input",
+)
 
 _INSTALL = "pip install 'pegboard[kit]'"
 #: Calls per generated input a tool may take, shrinking included, before the kit stops.
@@ -133,6 +139,17 @@ async def exercise_once(
     each input with what calling the tool with it gave."""
     trial, _ = await _try(bench, opened, name, definition, count, request, shrink=False)
     return trial.results
+
+
+async def exercise_every_tool(bench: Bench, opened: Opened, request: pegboard.Request) -> None:
+    """Call every tool the checks may call: its examples, then a few generated inputs."""
+    for name, definition in sorted(opened.tools().items()):
+        if name in bench.subject.skip:
+            continue
+        for example in bench.subject.examples:
+            if example.tool == name:
+                await bench.call(opened, name, example.input, request=request)
+        await exercise_once(bench, opened, name, definition, request)
 
 
 def simplest_input(definition: pegboard.ToolDefinition) -> Any:

@@ -7,7 +7,7 @@ import anyio
 from pegboard._confined import observing
 
 from ._bench import Bench
-from ._check_generated import exercise_once
+from ._check_generated import exercise_every_tool
 from ._report import Findings, NotJudged
 
 __all__ = ("side_effects",)
@@ -59,14 +59,7 @@ async def side_effects(bench: Bench, findings: Findings) -> None:
             worker = bench.worker(opened.location)
             if worker is None:
                 raise NotJudged("the plugin's worker is gone; see activation")
-            request = opened.location.prepare()
-            for name, definition in sorted(opened.tools().items()):
-                if name in bench.subject.skip:
-                    continue
-                for example in bench.subject.examples:
-                    if example.tool == name:
-                        await bench.call(opened, name, example.input, request=request)
-                await exercise_once(bench, opened, name, definition, request)
+            await exercise_every_tool(bench, opened, opened.location.prepare())
             await anyio.sleep(_LATE)  # progress a call's stray task reports soon after
     seen: dict[str, list[str]] = {}
     for event in worker.observed:

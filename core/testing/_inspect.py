@@ -47,13 +47,9 @@ def inspect_reference(reference: str, folder: str | None) -> Subject | None:
         try:
             process = subprocess.Popen(
                 confinement.command(argv, cwd=Path("/tmp")),
-                cwd=confinement.tmpdir,
-                env=dict(confinement.environment),
-                stdin=subprocess.DEVNULL,
+                **confinement.spawn_options(pass_fds=(writing,)),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=(writing, *confinement.pass_fds),
-                start_new_session=True,
             )
         finally:
             os.close(writing)
