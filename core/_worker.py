@@ -270,13 +270,18 @@ class _Worker:
     async def call(self, message: Message) -> None:
         number = message["id"]
         answer: Message | None = None
-        with anyio.CancelScope() as scope, activity(f"a call of tool {message['name']!r}"):
+        with anyio.CancelScope() as scope:
             self.calls[number] = scope
             try:
-                answer = await self._execute(message, scope)
+                if self.observer is None:
+                    answer = await self._execute(message, scope)
+                else:
+                    with activity(f"a call of tool {message['name']!r}"):
+                        answer = await self._execute(message, scope)
             finally:
                 del self.calls[number]
-        self.report_observed()
+        if self.observer is not None:
+            self.report_observed()
         if scope.cancel_called:
             # The host stopped waiting; it hears when the tool is done, and whether it
             # returned although cancelled (said as for a tool in its own process).
