@@ -38,9 +38,17 @@ from ._outcome import (
 )
 from ._plugins import PluginError
 from ._storage import ManagedStorage
-from ._tool import RECORDER, ProgressRecorder, Tool, ToolResponse
+from ._tool import RECORDER, ProgressRecorder, Tool, ToolContext, ToolResponse
 
-__all__ = ("AfterHook", "ExecuteEvent", "Pipeline", "Refused", "encode_response", "why")
+__all__ = (
+    "AfterHook",
+    "ExecuteEvent",
+    "Pipeline",
+    "Refused",
+    "encode_response",
+    "run_execute",
+    "why",
+)
 
 logger = logging.getLogger("pegboard")
 
@@ -126,14 +134,7 @@ class Pipeline:
         failure: ToolFailure | None = None
         # No broad except here: cancellation and defects propagate unchanged.
         try:
-            if tool.is_async:
-                result = await tool.execute(value, context)
-            else:
-                # A running thread cannot be stopped: on cancellation the caller
-                # returns at once and whatever the thread returns is discarded.
-                result = await anyio.to_thread.run_sync(
-                    tool.execute, value, context, abandon_on_cancel=True
-                )
+            result = await run_execute(tool, value, context)
         except ToolFailure as caught:
             failure = caught
         except Refused as refused:
@@ -469,6 +470,15 @@ def encode_response(
         text = output if isinstance(output, str) and output else dumps(output)
         items = (Text(text),)
     return output, items
+
+
+async def run_execute(tool: Tool, value: Any, context: ToolContext) -> Any:
+    """Run ``tool``'s execute: awaited, or a plain function in a worker thread."""
+    if tool.is_async:
+        return await tool.execute(value, context)
+    # A running thread cannot be stopped: on cancellation the caller returns at
+    # once and whatever the thread returns is discarded.
+    return await anyio.to_thread.run_sync(tool.execute, value, context, abandon_on_cancel=True)
 
 
 def _discarded(name: str, identity: CallIdentity) -> None:

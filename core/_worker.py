@@ -32,7 +32,7 @@ from ._errors import ToolFailure
 from ._json import find_problem, thaw
 from ._observe import Observer, activity
 from ._outcome import Completed, Failed
-from ._pipeline import ExecuteEvent, encode_response, why
+from ._pipeline import ExecuteEvent, encode_response, run_execute, why
 from ._plugins import PluginError, Plugins
 from ._registry import Board, Registration, Scope, Tools
 from ._services import LocationInfo
@@ -317,12 +317,7 @@ class _Worker:
 
         context = ToolContext(**message["context"], progress=forward)
         try:
-            if tool.is_async:
-                result = await tool.execute(value, context)
-            else:
-                result = await anyio.to_thread.run_sync(
-                    tool.execute, value, context, abandon_on_cancel=True
-                )
+            result = await run_execute(tool, value, context)
         except ToolFailure as failure:
             return {
                 "type": "failure",
