@@ -382,7 +382,7 @@ for name, value, folder in sources:
         Plugins.only(name, value).load(name)
     except PluginError as error:
         found[name] = error.message
-    except BaseException as error:
+    except (Exception, SystemExit) as error:  # a plugin's sys.exit() fails it alone
         found[name] = f"{type(error).__name__}: {error}"
 os.write(out, ("\\n" + json.dumps(found) + "\\n").encode())
 """

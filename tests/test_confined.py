@@ -779,6 +779,17 @@ async def test_integers_beyond_64_bits_cross_the_boundary_exactly(
         )
         assert isinstance(outcome, pegboard.Completed), outcome
         assert {"n": 2 * big} == outcome.output
+        # A model's 5,000-digit integer is refused before the worker, as in process; one
+        # the tool doubles past 4,000 digits is refused as its output; the worker lives.
+        huge = '{"n": ' + "7" * 5000 + "}"  # as a model sends it; Python cannot print it
+        refused = await location.prepare().execute(pegboard.ToolCall("double", huge, context()))
+        assert isinstance(refused, pegboard.Failed)
+        assert ("invalid_input", True) == (refused.error.kind, "4,000 digits" in str(refused.error))
+        edge = '{"n": ' + "9" * 4000 + "}"
+        refused = await location.prepare().execute(pegboard.ToolCall("double", edge, context()))
+        assert isinstance(refused, pegboard.Failed)
+        assert "invalid_output" == refused.error.kind
+        assert () == location.plugin_errors
 
 
 def test_listing_plugins_with_load_imports_none_of_them_here(
