@@ -255,24 +255,27 @@ class Plugins:
 
         sources = [(entry.name, *entry.source) for entry in entries if entry.source]
         folders = [folder for _, _, folder in sources if folder]
-        with isolated(readable=installation(folders)) as confinement:
+        found: dict[str, str | None] = {}
+        # A plugin that ends the process is blamed alone and the rest go on, each run
+        # in a confinement of its own (bwrap reads its seccomp filter once).
+        while sources:
             argv = [sys.executable, "-I", "-c", _PROBE, json.dumps(sources)]
-            try:
-                done = subprocess.run(
-                    confinement.command(argv, cwd=Path("/tmp")),
-                    **confinement.spawn_options(),
-                    capture_output=True,
-                    timeout=_PROBE_SECONDS,
-                    check=False,
-                )
-                found = json.loads(done.stdout.decode().splitlines()[-1])
-            except subprocess.TimeoutExpired:
-                found = {name: f"did not load within {_PROBE_SECONDS:g} s" for name, *_ in sources}
-            except (ValueError, IndexError):
-                last = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-                found = {
-                    name: f"loading the plugins ended the process: {last}" for name, *_ in sources
-                }
+            with isolated(readable=installation(folders)) as confinement:
+                try:
+                    done = subprocess.run(
+                        confinement.command(argv, cwd=Path("/tmp")),
+                        **confinement.spawn_options(),
+                        capture_output=True,
+                        timeout=_PROBE_SECONDS,
+                        check=False,
+                    )
+                    output, why = done.stdout, _last_line(done.stderr)
+                except subprocess.TimeoutExpired as expired:
+                    output, why = expired.stdout or b"", f"did not load within {_PROBE_SECONDS:g} s"
+            found.update(_reports(output))
+            sources = [source for source in sources if source[0] not in found]
+            if sources:
+                found[sources.pop(0)[0]] = f"importing it ended the process: {why}"
         for entry in entries:
             problem = found.get(entry.name)
             if problem is None:
@@ -374,18 +377,33 @@ from pegboard._plugins import PluginError, Plugins
 sources = json.loads(sys.argv[1])
 out = os.dup(1)
 os.dup2(2, 1)
-found = {}
 for name, value, folder in sources:
     if folder and folder not in sys.path:
         sys.path.append(folder)
+    problem = None
     try:
         Plugins.only(name, value).load(name)
     except PluginError as error:
-        found[name] = error.message
+        problem = error.message
     except (Exception, SystemExit) as error:  # a plugin's sys.exit() fails it alone
-        found[name] = f"{type(error).__name__}: {error}"
-os.write(out, ("\\n" + json.dumps(found) + "\\n").encode())
+        problem = f"{type(error).__name__}: {error}"
+    os.write(out, ("\\n" + json.dumps([name, problem]) + "\\n").encode())
 """
+
+
+def _reports(output: bytes) -> dict[str, str | None]:
+    """The probe's ``[name, problem]`` lines, each plugin's as it finished loading."""
+    found: dict[str, str | None] = {}
+    for line in output.decode(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            match json.loads(line):
+                case [str(name), None | str() as problem]:
+                    found[name] = problem
+    return found
+
+
+def _last_line(text: bytes) -> str:
+    return (text.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
 
 
 def _importer(module: str) -> Callable[[], object]:

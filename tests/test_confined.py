@@ -799,7 +799,11 @@ def test_listing_plugins_with_load_imports_none_of_them_here(
     marker = tmp_path / "imported-in-the-host"
     calc = install("calc", textwrap.dedent(ADD) + f"\nopen({str(marker)!r}, 'w').close()\n")
     broken = install("broken", "raise RuntimeError('no database')\n")
+    # It ends the process loading them: it alone is blamed, the others are still told.
+    install("aaquits", "import os\nos._exit(3)\n")
     infos = {info.name: info for info in pegboard.Host().plugins(load=True)}
+    assert "failed" == infos["aaquits"].state
+    assert "importing it ended the process" in str(infos["aaquits"].error)
     assert ("loaded", None) == (infos["calc"].state, infos["calc"].error)
     assert "failed" == infos["broken"].state
     assert "RuntimeError: no database" in str(infos["broken"].error)
