@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         ToolAnnotations,
         ToolContext,
         ToolDefinition,
+        ToolLog,
         ToolResponse,
         tool,
     )
@@ -121,6 +122,7 @@ __all__ = (
     "ToolDefinition",
     "ToolError",
     "ToolFailure",
+    "ToolLog",
     "ToolResponse",
     "Tools",
     "dump_outcome",
@@ -191,6 +193,7 @@ _HOMES = {
     "ToolChanges": "._location",
     "ToolContext": "._tool",
     "ToolDefinition": "._tool",
+    "ToolLog": "._tool",
     "ToolError": "._outcome",
     "ToolFailure": "._errors",
     "ToolResponse": "._tool",

@@ -35,7 +35,7 @@ from ._json import thaw
 from ._pipeline import ExecuteEvent, Refused
 from ._plugins import PluginError
 from ._registry import Registration, Tools
-from ._tool import Tool, ToolContext, ToolDefinition, ToolResponse, tool
+from ._tool import Tool, ToolContext, ToolDefinition, ToolLog, ToolResponse, tool
 from ._wire import (
     Channel,
     Message,
@@ -357,6 +357,9 @@ class Worker:
                 self._call_ids[number] = context.call_id
             while True:  # the worker dying sends a "died" message
                 message = await replies.receive()
+                if message["type"] == "log":
+                    await self._relay_log(context, message)
+                    continue
                 if message["type"] != "progress":
                     # Cancelled as the answer came: the tool had finished, the call is
                     # cancelled all the same, and nothing was swallowed.
@@ -370,6 +373,17 @@ class Worker:
             raise
         finally:
             del self._pending[number]
+
+    async def _relay_log(self, context: ToolContext, message: Message) -> None:
+        """A log message the call's tool sent, to the runner; a malformed one is dropped."""
+        level: Any = message.get("level")  # checked by ToolLog, as all that comes across
+        text: Any = message.get("message")
+        try:
+            record = ToolLog(level, text, message.get("data"))
+        except (TypeError, ValueError) as error:
+            logger.warning("dropped a log message from plugin %r: %s", self.name, error)
+            return
+        await context.log(record.level, record.message, record.data)
 
     def _answer(self, authored: str, message: Message) -> ToolResponse[Any]:
         kind = message["type"]

@@ -11,13 +11,16 @@ import attrs
 
 from ._codec import AttrsCodec, Codec, as_codec
 from ._content import ContentItem, normalize_content
+from ._json import TooLarge, copy_within
 
 __all__ = (
+    "LOG_LEVELS",
     "Progress",
     "Tool",
     "ToolAnnotations",
     "ToolContext",
     "ToolDefinition",
+    "ToolLog",
     "ToolResponse",
     "tool",
 )
@@ -43,6 +46,54 @@ async def _ignore_progress(_: Progress) -> None:
     return None
 
 
+#: The levels of a log message, least severe first: syslog's, as MCP names them.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: The most a log message's data may take, serialized: it travels to a client in one frame.
+LOG_DATA_BYTES = 64 * 1024
+
+
+def _check_level(_: object, __: attrs.Attribute[str], value: object) -> None:
+    if value not in LOG_LEVELS:
+        raise ValueError(f"a log level is one of {', '.join(LOG_LEVELS)}; got {value!r}")
+
+
+def _check_message(_: object, __: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"a log message is a string, got {type(value).__name__}")
+
+
+def _log_data(value: object) -> Any:
+    """A plain JSON copy of a log message's data, refused when it is not JSON or too large."""
+    if value is None:
+        return None
+    try:
+        return copy_within(value, max_depth=64, max_bytes=LOG_DATA_BYTES)
+    except TooLarge as error:
+        raise ValueError(
+            f"a log message's data takes at most {LOG_DATA_BYTES // 1024} KiB as JSON, and this "
+            f"is at least {error.size:,} bytes: log a summary, return the rest in the result"
+        ) from None
+    except ValueError as error:
+        raise ValueError(f"a log message's data must be JSON: {error}") from None
+
+
+@attrs.frozen
+class ToolLog:
+    """A log message a tool sends its runner, for the user's eyes (MCP's log notifications).
+
+    ``level`` is one of `LOG_LEVELS`; ``data`` is optional JSON (at most 64 KiB
+    serialized) that a client shows beside the message.
+    """
+
+    level: str = attrs.field(validator=_check_level)
+    message: str = attrs.field(validator=_check_message)
+    data: Any = attrs.field(default=None, converter=_log_data)
+
+
+async def _ignore_log(_: ToolLog) -> None:
+    return None
+
+
 class ProgressRecorder:
     """Keeps the last progress content one call reported, for its partial snapshot."""
 
@@ -63,12 +114,13 @@ RECORDER: contextvars.ContextVar[ProgressRecorder | None] = contextvars.ContextV
 
 @attrs.frozen
 class ToolContext:
-    """The identity the runner supplies for one call, and where progress goes.
+    """The identity the runner supplies for one call, and where progress and logs go.
 
     ``message_id`` is the durable ID of the assistant message that holds the
     call and ``call_id`` the same invocation ID durable events use; pegboard
     never infers either. The runner passes its progress callback as
     ``progress=``; a tool reports with ``await context.progress(Progress(...))``.
+    Likewise ``log=`` receives what a tool sends with ``await context.log("info", "...")``.
     """
 
     session_id: str
@@ -77,6 +129,9 @@ class ToolContext:
     call_id: str
     _forward: Callable[[Progress], Awaitable[None]] = attrs.field(
         default=_ignore_progress, alias="progress", repr=False, eq=False
+    )
+    _send_log: Callable[[ToolLog], Awaitable[None]] = attrs.field(
+        default=_ignore_log, alias="log", repr=False, eq=False, kw_only=True
     )
 
     async def progress(self, update: Progress) -> None:
@@ -87,6 +142,15 @@ class ToolContext:
         if recorder is not None and recorder.context is self and update.content:
             recorder.last = update.content
         await self._forward(update)
+
+    async def log(self, level: str, message: str, data: Any = None) -> None:
+        """Send the runner a log message: ``level`` is one of `LOG_LEVELS` (``"info"``...).
+
+        The runner's ``log=`` callback receives it as a `ToolLog`; ``pegboard
+        serve`` sends it to the client as an MCP log notification. A log message
+        is for people watching; what the model should see belongs in the result.
+        """
+        await self._send_log(ToolLog(level, message, data))
 
 
 @attrs.frozen

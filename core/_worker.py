@@ -36,7 +36,7 @@ from ._pipeline import ExecuteEvent, encode_response, run_execute, why
 from ._plugins import PluginError, Plugins
 from ._registry import Board, Registration, Scope, Tools
 from ._services import LocationInfo
-from ._tool import Progress, Tool, ToolContext, ToolResponse
+from ._tool import Progress, Tool, ToolContext, ToolLog, ToolResponse
 from ._wire import (
     Channel,
     Message,
@@ -315,7 +315,18 @@ class _Worker:
             self.channel.send({"type": "progress", "id": number, "progress": dump_progress(update)})
             await taken.wait()
 
-        context = ToolContext(**message["context"], progress=forward)
+        async def log(record: ToolLog) -> None:
+            self.channel.send(
+                {
+                    "type": "log",
+                    "id": number,
+                    "level": record.level,
+                    "message": record.message,
+                    "data": record.data,
+                }
+            )
+
+        context = ToolContext(**message["context"], progress=forward, log=log)
         try:
             result = await run_execute(tool, value, context)
         except ToolFailure as failure:

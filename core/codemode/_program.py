@@ -20,6 +20,7 @@ from pegboard import (
     ToolCall,
     ToolContext,
     ToolFailure,
+    ToolLog,
     thaw,
 )
 
@@ -111,8 +112,11 @@ class _Calls:
                     )
                 )
 
+        async def log(record: ToolLog) -> None:
+            await outer.log(record.level, f"{call_id}: {record.message}", record.data)
+
         context = ToolContext(
-            outer.session_id, outer.agent, outer.message_id, call_id, progress=forward
+            outer.session_id, outer.agent, outer.message_id, call_id, progress=forward, log=log
         )
         try:
             outcome = await self._request.execute(ToolCall(name, arguments, context))
