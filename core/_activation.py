@@ -156,8 +156,6 @@ class Activation:
     ) -> dict[str, ActivePlugin | OSError | None]:
         """Start the worker of every plugin that runs confined, all at once: each is
         a new interpreter, and they boot side by side while plugins activate in order."""
-        from ._confined import Worker
-
         confining = self._confining
         spawned: dict[str, ActivePlugin | OSError | None] = {}
         if confining is None:
@@ -165,6 +163,8 @@ class Activation:
         for spec in specs:
             if confining.decide(spec.name, self._plugins) != "confined":
                 continue
+            from ._confined import Worker  # only where a plugin runs confined
+
             source = self._plugins.source(spec.name)
             assert source is not None
             assert tasks is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import types
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -185,7 +186,9 @@ class AttrsCodec(Generic[T]):
 
     cls: type[T]
     _frozen: Mapping[str, Any] = attrs.field(init=False)
-    _validator: _Validator = attrs.field(init=False)
+    _schema: dict[str, Any] = attrs.field(init=False, repr=False)
+    #: The schema's validator, compiled on first use: listing tools never needs it.
+    _checker: _Validator | None = attrs.field(init=False, default=None)
     _structure: Any = attrs.field(init=False)
     _unstructure: Any = attrs.field(init=False)
     _failures: tuple[type[Exception], ...] = attrs.field(init=False)
@@ -193,21 +196,31 @@ class AttrsCodec(Generic[T]):
     def __attrs_post_init__(self) -> None:
         import cattrs
 
-        schema = schema_for_attrs(self.cls)
-        check_schema(schema, where=f"schema of {self.cls.__qualname__}")
-        self._validator = _Validator(schema)
+        # Valid JSON Schema by construction (tests/test_codec.py holds every derived
+        # schema to the meta-schema), so the meta-schema check is not paid here.
+        self._schema = schema = schema_for_attrs(self.cls)
         self._frozen = freeze(schema)
+        self._failures = (cattrs.BaseValidationError, ValueError, TypeError)
         # Deriving a hook generates and compiles code: the bulk of making a tool.
-        # The structure hook is derived now, as it is where cattrs refuses a type,
-        # straight from the class (a new class is certain to miss the converter's
-        # dispatch, and searching it costs as much again); the unstructure hook,
-        # which never refuses, on the first encode.
+        # The unstructure hook, which never refuses, is derived on the first encode;
+        # the structure hook on the first decode when cattrs certainly decodes every
+        # field's type, else now, as that is where cattrs refuses a type: said when
+        # the tool is made, not at its first call.
         self._unstructure = self._unstructure_first
+        if plainly_decodable(self.cls):
+            self._structure = self._structure_first
+        else:
+            self._structure = self._derive_structure()
+
+    def _derive_structure(self) -> Any:
+        import cattrs
+
         try:
-            self._structure = converter().gen_structure_attrs_fromdict(self.cls)
+            # Straight from the class: a new class is certain to miss the converter's
+            # dispatch, and searching it costs as much again.
+            return converter().gen_structure_attrs_fromdict(self.cls)
         except cattrs.StructureHandlerNotFoundError as error:
-            # A schema exists for any union; cattrs decodes only some: said now, when
-            # the tool is made, not at its first call.
+            # A schema exists for any union; cattrs decodes only some.
             raise SchemaError(
                 f"cannot decode {self.cls.__qualname__}: cattrs has no way to decode "
                 f"{_type_name(error.type_)}; a union may join str, int, float, bool, None and "
@@ -219,7 +232,18 @@ class AttrsCodec(Generic[T]):
                 f"cannot decode {self.cls.__qualname__}: {error}; give each attrs class of "
                 "the union a required field the others lack (a Literal tag field works)"
             ) from None
-        self._failures = (cattrs.BaseValidationError, ValueError, TypeError)
+
+    def _structure_first(self, raw: Any, cls: type[T]) -> T:
+        self._structure = self._derive_structure()
+        value: T = self._structure(raw, cls)
+        return value
+
+    @property
+    def _validator(self) -> _Validator:
+        checker = self._checker
+        if checker is None:
+            checker = self._checker = _Validator(self._schema)
+        return checker
 
     def _unstructure_first(self, value: T) -> Any:
         self._unstructure = converter().get_unstructure_hook(self.cls)
@@ -231,12 +255,13 @@ class AttrsCodec(Generic[T]):
 
     def decode(self, raw: Any) -> T:
         # _Validator.check inlined: this runs once per call.
+        checker = self._checker or self._validator
         try:
-            valid = self._validator._fast.is_valid(raw)
+            valid = checker._fast.is_valid(raw)
         except ValueError:
             valid = False  # a type jsonschema-rs cannot read; the explanation names it
         if not valid:
-            invalid = self._validator.explain(raw)
+            invalid = checker.explain(raw)
             if invalid is not None:
                 raise invalid
         try:
@@ -279,6 +304,46 @@ class AttrsCodec(Generic[T]):
         if error is not None:
             raise error
         return raw
+
+
+#: Types cattrs decodes whatever they hold (with `_plain_kinds` below).
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None), Any})
+_PLAIN_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
+
+
+def plainly_decodable(cls: type, seen: frozenset[type] = frozenset()) -> bool:
+    """Whether cattrs certainly decodes every field of attrs class ``cls``.
+
+    Only unions can be refused, so this is True for fields of plain JSON types,
+    ``Literal``, ``X | None`` of such, containers of them and nested attrs
+    classes like ``cls``; anything else (a union, an enum, a date) is derived
+    when the tool is made.
+    """
+    try:
+        fields = attrs.fields(attrs.resolve_types(cls))
+    except Exception:  # noqa: BLE001 - unresolvable hints: let cattrs say what it says
+        return False
+    return all(_plain_kind(field.type, seen | {cls}) for field in fields)
+
+
+def _plain_kind(hint: Any, seen: frozenset[type]) -> bool:
+    import typing
+
+    if hint in _PLAIN_TYPES:
+        return True
+    if attrs.has(hint) if isinstance(hint, type) else False:
+        return hint in seen or plainly_decodable(hint, seen)
+    origin = typing.get_origin(hint)
+    arguments = typing.get_args(hint)
+    if origin is typing.Literal:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        others = [argument for argument in arguments if argument is not type(None)]
+        return len(others) == 1 and len(arguments) == 2 and _plain_kind(others[0], seen)
+    if origin in _PLAIN_CONTAINERS:
+        members = [argument for argument in arguments if argument is not Ellipsis]
+        return all(_plain_kind(member, seen) for member in members)
+    return False
 
 
 _MODULE_PREFIX = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*)")

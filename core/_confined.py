@@ -32,7 +32,7 @@ from ._confining import (  # also named here, as before
 from ._durable import dump_outcome, load_outcome
 from ._errors import PluginCrashed, ToolFailure
 from ._json import thaw
-from ._pipeline import ExecuteEvent, Refused
+from ._pipeline import ExecuteEvent, Refused, Unplain
 from ._plugins import PluginError
 from ._registry import Registration, Tools
 from ._tool import Tool, ToolContext, ToolDefinition, ToolLog, ToolResponse, tool
@@ -387,14 +387,17 @@ class Worker:
 
     def _answer(self, authored: str, message: Message) -> ToolResponse[Any]:
         kind = message["type"]
+        problem = message.get("metadata_problem")
+        # Metadata that could not cross is dropped by the pipeline, with the reason.
+        metadata: Any = message.get("metadata") if problem is None else Unplain(str(problem))
         if kind == "result":
             return ToolResponse(
                 output=message["output"],
                 content=load_content(message["content"]),
-                metadata=message["metadata"],
+                metadata=metadata,
             )
         if kind == "failure":
-            raise ToolFailure(message["message"], metadata=message["metadata"])
+            raise ToolFailure(message["message"], metadata=metadata)
         if kind == "refused":
             raise Refused(message["kind"], message["why"])
         if kind == "defect":

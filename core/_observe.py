@@ -16,7 +16,7 @@ import io
 import os
 import sys
 import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ("Observer", "activity")
@@ -63,7 +63,10 @@ class Observer:
     ``network`` whether the host granted it the network.
     """
 
-    def __init__(self, *, allowed: frozenset[str], network: bool) -> None:
+    def __init__(self, *, allowed: frozenset[str], network: bool, watching: bool = True) -> None:
+        #: Whether it records (a worker for the kit). Every confined worker installs
+        #: an observer, so the kit's worker looks like a host's to the plugin.
+        self.watching = watching
         self._lock = threading.Lock()
         self._events: list[dict[str, str]] = []
         self._counts: dict[str, int] = {}
@@ -80,7 +83,7 @@ class Observer:
         """Start watching: audit hook, environment and standard output."""
         sys.dont_write_bytecode = True  # imports would write caches: not the plugin's doing
         sys.addaudithook(self._hook)
-        os.environ = _WatchedEnvironment(os.environ, self)  # type: ignore[assignment]  # noqa: B003 - replaced, not cleared: reads are watched
+        os.environ = _Environ(os.environ, self)  # noqa: B003 - replaced, not cleared: reads are watched
         sys.stdout = _WatchedOutput(self)
 
     def baseline(self, folders: tuple[str, ...]) -> None:
@@ -129,7 +132,7 @@ class Observer:
                 self._events.append({"kind": kind, "what": what, "where": where or _ACTIVITY.get()})
 
     def _hook(self, event: str, arguments: tuple[Any, ...]) -> None:
-        if getattr(self._observing, "busy", False):
+        if not self.watching or getattr(self._observing, "busy", False):
             return
         self._observing.busy = True
         try:
@@ -170,7 +173,7 @@ class Observer:
         self._record("write", f"{verb} {text} (outside its temporary directory)")
 
     def environment_read(self, name: str) -> None:
-        if name in self._allowed or getattr(self._observing, "busy", False):
+        if not self.watching or name in self._allowed or getattr(self._observing, "busy", False):
             return
         frame = sys._getframe(2)
         while frame is not None and frame.f_globals.get("__name__") in _PLUMBING:
@@ -182,7 +185,7 @@ class Observer:
             self._record("environment", f"read the environment variable {name!r}")
 
     def printed(self, text: str) -> None:
-        if text.strip():
+        if self.watching and text.strip():
             self._record("stdout", f"printed to standard output: {text.strip()[:80]!r}")
 
 
@@ -190,43 +193,39 @@ class Observer:
 _PLUMBING = frozenset({"os", "_collections_abc", "collections.abc", __name__})
 
 
-class _WatchedEnvironment(MutableMapping[str, str]):
-    """``os.environ``, telling the observer which names are read."""
+class _Environ(os._Environ[str]):
+    """``os.environ``, telling the observer which names are read.
 
-    def __init__(self, environ: MutableMapping[str, str], observer: Observer) -> None:
-        self._environ = environ
+    The same class (and class name) as the environment of every confined worker,
+    watched or not, so a plugin cannot tell the kit's worker from a host's by it.
+    """
+
+    def __init__(self, environ: Any, observer: Observer) -> None:
+        super().__init__(
+            environ._data,
+            environ.encodekey,
+            environ.decodekey,
+            environ.encodevalue,
+            environ.decodevalue,
+        )
         self._observer = observer
 
     def __getitem__(self, name: str) -> str:
         self._observer.environment_read(name)
-        return self._environ[name]
+        value: str = super().__getitem__(name)
+        return value
 
     def __contains__(self, name: object) -> bool:
         if isinstance(name, str):
             self._observer.environment_read(name)
-        return name in self._environ
+        return super().__contains__(name)
 
-    def __setitem__(self, name: str, value: str) -> None:
-        self._environ[name] = value
 
-    def __delitem__(self, name: str) -> None:
-        del self._environ[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._environ)
-
-    def __len__(self) -> int:
-        return len(self._environ)
-
-    def copy(self) -> dict[str, str]:
-        return dict(self._environ)
-
-    def __getattr__(self, name: str) -> Any:  # encodekey, decodevalue, …
-        return getattr(self._environ, name)
+_Environ.__module__ = "os"
 
 
 class _WatchedOutput(io.TextIOBase):
-    """``sys.stdout`` of a watched worker: the text goes to standard error, noted."""
+    """``sys.stdout`` of a confined worker: text goes to standard error (noted when watched)."""
 
     def __init__(self, observer: Observer) -> None:
         self._observer = observer

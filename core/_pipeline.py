@@ -269,7 +269,9 @@ class Pipeline:
         """Metadata as a read-only JSON object within its bound, or ``None`` with a warning."""
         if value is None:
             return None
-        if not isinstance(value, Mapping):
+        if isinstance(value, Unplain):  # a confined tool's, judged in its worker
+            reason = value.reason
+        elif not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
         elif (problem := find_problem(plain := dict(value), max_depth=MAX_DEPTH)) is not None:
             reason = f"it is not plain JSON: {problem}"
@@ -470,6 +472,27 @@ def encode_response(
         text = output if isinstance(output, str) and output else dumps(output)
         items = (Text(text),)
     return output, items
+
+
+class Unplain:
+    """Metadata a confined tool returned that cannot cross as JSON, and why.
+
+    Its worker sends the reason instead of the value, so the host drops it with
+    the same warning as a tool's in its own process.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def metadata_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a tool's metadata, as plain JSON; size is judged by the host."""
+    if not isinstance(value, Mapping):
+        return f"it is a {type(value).__name__}, not a JSON object"
+    problem = find_problem(dict(value), max_depth=MAX_DEPTH)
+    return None if problem is None else f"it is not plain JSON: {problem}"
 
 
 async def run_execute(tool: Tool, value: Any, context: ToolContext) -> Any:

@@ -29,10 +29,10 @@ from ._activation import Activation
 from ._config import PluginSpec
 from ._durable import dump_outcome, load_outcome
 from ._errors import ToolFailure
-from ._json import find_problem, thaw
+from ._json import thaw
 from ._observe import Observer, activity
 from ._outcome import Completed, Failed
-from ._pipeline import ExecuteEvent, encode_response, run_execute, why
+from ._pipeline import ExecuteEvent, encode_response, metadata_problem, run_execute, why
 from ._plugins import PluginError, Plugins
 from ._registry import Board, Registration, Scope, Tools
 from ._services import LocationInfo
@@ -224,11 +224,14 @@ class _Worker:
             if folder not in sys.path:
                 sys.path.insert(0, folder)
         plugins = Plugins.only(name, message["entry_point"])
-        if message.get("observe"):
-            self.observer = Observer(
-                allowed=frozenset(os.environ), network=bool(message.get("network"))
-            )
-            self.observer.install()
+        observer = Observer(
+            allowed=frozenset(os.environ),
+            network=bool(message.get("network")),
+            watching=bool(message.get("observe")),
+        )
+        observer.install()  # in every worker: the kit's must look like a host's
+        if observer.watching:
+            self.observer = observer
         started = time.perf_counter()
         with contextlib.suppress(PluginError), activity("importing it"):  # activation records it
             plugins.load(name)
@@ -333,7 +336,7 @@ class _Worker:
             return {
                 "type": "failure",
                 "message": str(failure.message),
-                "metadata": _plain(failure.metadata),
+                **_metadata(failure.metadata),
             }
         except Exception as error:  # noqa: BLE001 - a defect is reported to the host, which raises it
             return {"type": "defect", "error_type": type(error).__name__, "message": str(error)}
@@ -353,7 +356,7 @@ class _Worker:
             "type": "result",
             "output": thaw(output),
             "content": dump_content(items),
-            "metadata": _plain(metadata),
+            **_metadata(metadata),
         }
 
     async def after(self, message: Message) -> None:
@@ -424,14 +427,14 @@ def _code_folders(entry_point: str) -> tuple[str, ...]:
     return (str(path.parent),) if path.name == "__init__.py" else (str(path),)
 
 
-def _plain(value: object) -> Any:
-    """``value`` as plain JSON, or None where it is not (the host would drop it too)."""
+def _metadata(value: object) -> Message:
+    """A tool's metadata as plain JSON, or why it cannot be (the host drops it, and says so)."""
     if value is None:
-        return None
-    plain = thaw(value)
-    if find_problem(plain, max_depth=512) is not None:
-        return None
-    return plain
+        return {"metadata": None}
+    problem = metadata_problem(value)
+    if problem is not None:
+        return {"metadata": None, "metadata_problem": problem}
+    return {"metadata": thaw(value)}
 
 
 def _drain(channel: Channel) -> None:

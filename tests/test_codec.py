@@ -594,3 +594,45 @@ def test_fast_meta_check_still_refuses_invalid_schemas(
     """A schema the meta-schema refuses is refused, named by jsonschema's explanation."""
     with pytest.raises(pegboard.SchemaError, match=f"keyword '{keyword}'"):
         pegboard.tool(description="Bad.", execute=lambda i, c: "", input=schema)
+
+
+def test_every_derived_schema_is_valid_json_schema_2020_12() -> None:
+    """AttrsCodec skips the meta-schema check: what it derives must pass it anyway."""
+    import jsonschema
+
+    from pegboard._schema import schema_for_attrs
+    from pegboard.plugins_builtin import _files, _search, _shell
+
+    classes = [Everything, Point, Shapes, Circle, Ball]
+    for module in (_files, _search, _shell):
+        classes += [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and attrs.has(value)
+            and value.__module__ == module.__name__
+            and value.__name__.endswith("Input")
+        ]
+    assert len(classes) > 8
+    for cls in classes:
+        jsonschema.Draft202012Validator.check_schema(schema_for_attrs(cls))
+
+
+def test_a_plainly_decodable_class_gets_its_decoder_at_the_first_decode() -> None:
+    """Listing tools pays for no decoder; a class cattrs may refuse is judged at once."""
+    from pegboard._codec import plainly_decodable
+
+    @attrs.frozen
+    class Later:
+        name: str
+        where: Point | None = None
+        tags: tuple[str, ...] = ()
+        mode: Literal["a", "b"] = "a"
+
+    codec = pegboard.AttrsCodec(Later)
+    assert codec._checker is None  # the validator waits for a value too
+    assert plainly_decodable(Later)
+    assert Later("x", Point(1, 2)) == codec.decode({"name": "x", "where": {"x": 1, "y": 2}})
+    assert codec._checker is not None
+    assert not plainly_decodable(Shapes)  # a union of classes: derived when made
+    assert not plainly_decodable(Everything)  # int | str, an enum

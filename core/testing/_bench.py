@@ -7,6 +7,7 @@ import functools
 import itertools
 import logging
 import shutil
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -159,6 +160,7 @@ class Bench:
         self._warm: set[str] = set()
         self._folders = itertools.count(1)
         self._calls = itertools.count(1)
+        self._session = str(uuid.uuid4())
 
     async def seed(self, label: str) -> Path:
         """A fresh root folder holding the subject's files."""
@@ -244,9 +246,10 @@ class Bench:
     ) -> pegboard.ToolContext:
         """A runner context with a call ID no other call of this bench has."""
         serial = next(self._calls)
+        # IDs of the shape a host's runner gives, so a plugin cannot tell the checks by them.
         return pegboard.ToolContext(
-            session_id="pegboard-check",
-            agent="pegboard-check",
+            session_id=self._session,
+            agent="main",
             message_id=f"message-{serial}",
             call_id=f"call-{serial}",
             progress=progress or _ignore,

@@ -133,7 +133,10 @@ class Subject:
         if isinstance(plugin, str):
             if plugin in {info.name for info in host.plugins()}:
                 return Installed(plugin, None)
-            reference, folder = (plugin, self.folder) if self.folder else locate(plugin)
+            named_by_path = plugin.partition(":")[0].endswith(".py")
+            reference, folder = (
+                (plugin, self.folder) if self.folder and not named_by_path else locate(plugin)
+            )
             name = self.name or _default_name_of_reference(reference)
             if self.trusted or self.confine == "off":
                 if self.folder and self.folder not in sys.path:
