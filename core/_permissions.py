@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import re
-import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -378,6 +377,8 @@ class Permissions:
             return len(current), kept
         self._file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = {"approvals": [_record(item) for item in kept]}
+        import secrets
+
         temporary = self._file.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp")
         temporary.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
         os.replace(temporary, self._file)

@@ -225,5 +225,9 @@ def _json_default(default: Any) -> Any:
         if default.takes_self:
             return attrs.NOTHING
         default = default.factory()
-    value = converter().unstructure(default)
+    # Plain JSON needs no converter (building one is the dearer part of listing tools).
+    value = default if type(default) in _PLAIN_DEFAULTS else converter().unstructure(default)
     return value if find_problem(value, max_depth=64) is None else attrs.NOTHING
+
+
+_PLAIN_DEFAULTS = frozenset({str, int, float, bool, type(None)})

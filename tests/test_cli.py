@@ -998,3 +998,26 @@ def test_a_message_that_names_both_says_the_option_once(
     assert 3 == result.returncode
     assert "so it runs only when the host trusts it: --trust manifest\n" in result.stderr
     assert "host.location" not in result.stderr
+
+
+def test_a_command_built_alone_parses_and_helps_as_in_the_whole_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`pegboard COMMAND` builds only COMMAND's options: none may go missing."""
+    from pegboard.cli._main import build_parser
+
+    whole = build_parser()
+    names = [action for action in whole._actions if action.dest == "command"][0].choices
+    assert names is not None and "tools" in names
+    for name in names:
+        helps = []
+        for parser in (whole, build_parser(name)):
+            with pytest.raises(SystemExit):
+                parser.parse_args([name, "--help"])
+            helps.append(capsys.readouterr().out)
+        assert helps[0] == helps[1], name
+    # The whole list stays in the top-level help, whichever command is built.
+    with pytest.raises(SystemExit):
+        build_parser("tools").parse_args(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in names)

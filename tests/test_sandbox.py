@@ -489,3 +489,43 @@ async def test_what_the_host_passes_to_commands_is_checked(
     with pytest.raises(pegboard.ConfigError, match="is not a variable and a string"):
         async with host.location(workspace, storage=storage_dir, environment=environment):
             pass
+
+
+def test_a_working_bubblewrap_is_remembered_until_what_it_depends_on_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe runs bwrap once per boot, kernel settings and binary; a failure every time."""
+    from pegboard.sandbox import _bubblewrap
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    [real, *_] = _bubblewrap.find()
+    monkeypatch.setattr(_bubblewrap, "find", lambda: [real])
+    runs: list[list[str]] = []
+    run = subprocess.run
+
+    def counting(argv: list[str], **options: Any) -> Any:
+        runs.append(argv)
+        return run(argv, **options)
+
+    monkeypatch.setattr(_bubblewrap.subprocess, "run", counting)
+    for _ in range(2):
+        _bubblewrap.probe.cache_clear()
+        assert (real, None) == _bubblewrap.probe()
+    assert 1 == len(runs)  # the second process would not run bwrap
+    key = _bubblewrap._probe_key
+    monkeypatch.setattr(_bubblewrap, "_probe_key", lambda found: f"{key(found)}\nrebooted")
+    _bubblewrap.probe.cache_clear()
+    assert (real, None) == _bubblewrap.probe()
+    assert 2 == len(runs)
+    # A bwrap that cannot confine is never remembered.
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(_bubblewrap, "find", lambda: [str(fake)])
+    for expected_runs in (3, 4):
+        _bubblewrap.probe.cache_clear()
+        found, reason = _bubblewrap.probe()
+        assert found is None
+        assert "No permissions to create new namespace" in (reason or "")
+        assert expected_runs == len(runs)
+    _bubblewrap.probe.cache_clear()

@@ -11,8 +11,8 @@ from ._common import Exit, Parser, UsageError, print_error
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import NoReturn
+    from collections.abc import Callable, Sequence
+    from typing import Any, NoReturn
 
     from pegboard import PermissionRejected
 
@@ -24,8 +24,9 @@ __all__ = ("build_parser", "main")
 _COMMANDS = (_plugins, _location, _serve, _permissions, _check, _new)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole ``pegboard`` command line."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole ``pegboard`` command line; with ``command``, that command's options
+    only (every command is still listed, with its help, for ``pegboard --help``)."""
     parser = Parser(
         prog="pegboard",
         description="List plugins and tools, call a tool, or serve them over MCP, "
@@ -33,14 +34,56 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listed = _Listed(commands, command)
     for module in _COMMANDS:
-        module.add(commands)
+        module.add(listed)
     return parser
+
+
+class _Listed:
+    """The subcommands, built in full only for the one being run.
+
+    Building every option of every command costs more than parsing one: the
+    others are listed by name and help alone, and what their modules add to
+    them goes nowhere.
+    """
+
+    def __init__(self, commands: argparse._SubParsersAction[Parser], wanted: str | None) -> None:
+        self._commands = commands
+        self._wanted = wanted
+
+    def add_parser(self, name: str, **options: Any) -> object:
+        if self._wanted is None or name == self._wanted:
+            return self._commands.add_parser(name, **options)
+        said = {key: value for key, value in options.items() if key in ("help", "aliases")}
+        self._commands.add_parser(name, **said)
+        return _Elsewhere()
+
+
+class _Elsewhere:
+    """What a command not being run is built with: every call is accepted and dropped."""
+
+    def __getattr__(self, _: str) -> Callable[..., _Elsewhere]:
+        return self._ignore
+
+    def _ignore(self, *_: object, **__: object) -> _Elsewhere:
+        return self
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first word that is not a top-level option."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the command line and exit with its status."""
-    arguments = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    arguments = build_parser(_command_in(given)).parse_args(given)
     from ._log import quiet_logging  # logging is imported once a command runs
 
     quiet_logging(arguments)

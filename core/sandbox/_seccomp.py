@@ -13,7 +13,6 @@ import functools
 import os
 import platform
 import struct
-import tempfile
 from pathlib import Path
 
 __all__ = ("filter_file", "program")
@@ -72,6 +71,8 @@ def filter_file() -> Path | None:
     compiled = program()
     if compiled is None:
         return None
+    import tempfile  # only where a folder is made: start-up stays lean
+
     folder = Path(tempfile.mkdtemp(prefix="pegboard-seccomp-"))
     path = folder / "no-unix-sockets.bpf"
     path.write_bytes(compiled)

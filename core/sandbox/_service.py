@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -229,6 +228,8 @@ class Sandbox:
         `require` where the host requires a sandbox and none works.
         """
         self.require()
+        import tempfile  # only where a folder is made: start-up stays lean
+
         tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-call-"))
         try:
             inside = "/tmp" if self.info.kind == "bubblewrap" else str(tmpdir)
@@ -342,6 +343,8 @@ def isolated(*, readable: Iterable[Path], network: bool = False) -> Iterator[Con
     bwrap, reason = _bubblewrap.probe()
     if bwrap is None:
         raise RuntimeError(f"no sandbox isolates a process here: {reason}")
+    import tempfile  # only where a folder is made: start-up stays lean
+
     tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-worker-"))
     try:
         environment = allowed_environment(os.environ, {"TMPDIR": "/tmp", "HOME": "/tmp"})
