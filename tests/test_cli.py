@@ -1007,8 +1007,9 @@ def test_a_command_built_alone_parses_and_helps_as_in_the_whole_command_line(
     from pegboard.cli._main import build_parser
 
     whole = build_parser()
-    names = [action for action in whole._actions if action.dest == "command"][0].choices
-    assert names is not None and "tools" in names
+    names = next(action for action in whole._actions if action.dest == "command").choices
+    assert names is not None
+    assert "tools" in names
     for name in names:
         helps = []
         for parser in (whole, build_parser(name)):

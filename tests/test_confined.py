@@ -810,3 +810,50 @@ def test_listing_plugins_with_load_imports_none_of_them_here(
     assert not marker.exists()  # its import ran confined, where the host's files are not
     assert calc not in sys.modules
     assert broken not in sys.modules
+
+
+TRAITS = """
+    import os, sys
+    import pegboard
+
+    EXPECTED = {"environ": "_Environ", "stdout": "_WatchedOutput", "bytecode": True}
+
+    @pegboard.tool(description="Say how the process looks.", input={"type": "object"})
+    async def traits(input, context):
+        seen = {
+            "environ": type(os.environ).__name__,
+            "stdout": type(sys.stdout).__name__,
+            "bytecode": sys.dont_write_bytecode,
+        }
+        if seen != EXPECTED:
+            raise pegboard.ToolFailure(f"this process looks different: {seen}")
+        return "as expected"
+
+    @pegboard.hookimpl
+    def activate_location(tools):
+        tools.register({"traits": traits})
+"""
+
+
+async def test_a_hosts_worker_looks_like_the_kits_to_its_plugin(
+    install: Install, workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """The kit's observer is installed in every worker (recording only for the kit), so a
+    plugin cannot behave well only where it finds it."""
+    from pegboard.testing import Example, run_checks
+
+    module = install("traits", TRAITS)
+    host = pegboard.Host()
+    async with host.location(workspace, plugins=["traits"], storage=storage_dir) as location:
+        (info,) = location.plugin_info
+        assert info.confined
+        outcome = await location.prepare().execute(pegboard.ToolCall("traits", "{}", context()))
+    assert "as expected" == texts(outcome)
+    report = await run_checks(
+        f"{module}:activate_location",
+        name="traits-by-reference",
+        examples=[Example(tool="traits", input={})],
+        only=["examples"],
+    )
+    assert report.where.startswith("confined"), report.format()
+    assert report.passed, report.format()
