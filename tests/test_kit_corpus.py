@@ -63,16 +63,16 @@ class TestWithExamples(PluginConformance):
     name = "corpus"
     examples = (Example(tool="job", input={{"word": "hello"}}),)
     backends = ("asyncio",)
-    timeout = 2.0
-    generated = 4
+    timeout = 1.0
+    generated = 3
 {unwanted}
 
 class TestWithout(PluginConformance):
     plugin = {reference!r}
     name = "corpus"
     backends = ("asyncio",)
-    timeout = 2.0
-    generated = 4
+    timeout = 1.0
+    generated = 3
 {unwanted}
 """
 
@@ -182,9 +182,20 @@ CASES = (
     Case(
         "hangs_in_a_sync_tool",
         "examples|generated",
-        "did not settle within 2 s",
+        "did not settle within 1 s",
         Part(kind="def", tool="time.sleep(3600)"),
         Part(kind="def", tool="time.sleep(0.01)"),
+    ),
+    Case(
+        "stops_answering",
+        "examples|generated",
+        "did not settle within 1 s",
+        Part(
+            tool="""
+    while True:
+        pass"""
+        ),
+        Part(tool="await anyio.sleep(0.01)"),
     ),
     Case(
         "blocks_the_event_loop",
