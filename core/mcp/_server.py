@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.metadata
 import uuid
@@ -25,7 +26,7 @@ from .._location import Location
 from .._outcome import ToolCall
 from .._permissions import PermissionRejected, asker
 from .._plugins import PluginError
-from .._tool import ToolContext, ToolDefinition
+from .._tool import LOG_LEVELS, ToolContext, ToolDefinition
 from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
@@ -37,6 +38,8 @@ __all__ = ("LocationServer", "build_server")
 RESULT_KEY = "result"
 #: Seconds a handshake-era client may take to accept a list-change notification.
 NOTIFY_TIMEOUT = 5.0
+#: How many clients' ``logging/setLevel`` one process remembers (oldest forgotten first).
+LOG_LEVEL_MEMORY = 10_000
 
 
 @attrs.define
@@ -49,6 +52,15 @@ class Run:
     #: Handshake-era clients, told about list changes on their own connection;
     #: keyed by their connection's ``initialize`` parameters.
     sessions: dict[int, ServerSession] = attrs.field(factory=dict)
+    #: What handshake-era clients asked with ``logging/setLevel``: the index of
+    #: the least severe level in `LOG_LEVELS`, by client; bounded.
+    log_levels: collections.OrderedDict[str, int] = attrs.field(factory=collections.OrderedDict)
+
+    def set_log_level(self, client: str, level: str) -> None:
+        self.log_levels[client] = LOG_LEVELS.index(level)
+        self.log_levels.move_to_end(client)
+        while len(self.log_levels) > LOG_LEVEL_MEMORY:
+            self.log_levels.popitem(last=False)
 
     def remember(self, context: ServerRequestContext[Run]) -> None:
         """Remember a handshake-era client, to tell it when the tool list changes."""
@@ -126,6 +138,9 @@ class LocationServer(Server[Run]):
         self.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
+        # Registered here, not with on_set_logging_level=, which warns: the
+        # request is gone at 2026-07-28, but handshake-era clients still send it.
+        self.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
 
     def create_initialization_options(
         self,
@@ -209,7 +224,9 @@ class LocationServer(Server[Run]):
         self, context: ServerRequestContext[Run], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         request = self.location.prepare()
-        channel = Channel(context, params)
+        channel = Channel(
+            context, params, least=context.lifespan_context.log_levels.get(_client_key(context), 0)
+        )
         call = ToolCall(
             params.name,
             params.arguments or {},
@@ -219,6 +236,7 @@ class LocationServer(Server[Run]):
                 message_id=channel.call_id,
                 call_id=channel.call_id,
                 progress=channel.progress,
+                log=channel.log,
             ),
         )
         token = current_channel.set(channel)
@@ -250,6 +268,12 @@ class LocationServer(Server[Run]):
         result.content.extend(self._resources.note(outcome))
         return result
 
+    async def _set_level(
+        self, context: ServerRequestContext[Run], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        context.lifespan_context.set_log_level(_client_key(context), params.level)
+        return types.EmptyResult()
+
     async def _list_resources(
         self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
@@ -273,6 +297,16 @@ def _session_id(context: ServerRequestContext[Run]) -> str:
         if isinstance(session, str) and session:
             return session
     return context.lifespan_context.session_id
+
+
+def _client_key(context: ServerRequestContext[Run]) -> str:
+    """Whose ``logging/setLevel`` applies: the HTTP session's, or this connection's."""
+    headers = getattr(context.request, "headers", None)
+    if headers is not None:
+        session = headers.get("mcp-session-id")
+        if isinstance(session, str) and session:
+            return session
+    return f"connection-{id(context.session.client_params)}"
 
 
 def _agent(context: ServerRequestContext[Run]) -> str:
