@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from .._location import Location
-from ._http import BearerToken, CancelOnDisconnect, transport_security
+from ._http import BearerToken, CancelOnDisconnect, JsonRpcGate, transport_security
 from ._server import LocationServer, build_server
 
 if TYPE_CHECKING:
@@ -72,12 +72,14 @@ def http_app(
         )
     if token_verifier is not None and auth is None:
         raise ValueError("token_verifier= needs auth= (mcp.server.auth.settings.AuthSettings)")
-    app: ASGIApplication = CancelOnDisconnect(
-        server.streamable_http_app(
-            host=host,
-            transport_security=transport_security(host),
-            auth=auth,
-            token_verifier=token_verifier,
+    app: ASGIApplication = JsonRpcGate(
+        CancelOnDisconnect(
+            server.streamable_http_app(
+                host=host,
+                transport_security=transport_security(host),
+                auth=auth,
+                token_verifier=token_verifier,
+            )
         )
     )
     return app if token is None else BearerToken(app, token)

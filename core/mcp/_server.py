@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import importlib.metadata
+import logging
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import attrs
@@ -33,6 +35,40 @@ from ._call import Channel, call_result
 from ._resources import ManagedResources
 
 __all__ = ("LocationServer", "build_server")
+
+logger = logging.getLogger("pegboard.mcp")
+
+#: What a client is told when a defect (an exception no one expected) ended its request.
+DEFECT_MESSAGE = (
+    "internal error in the MCP server: it is recorded in the server's log, "
+    "where its operator can read it"
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def guarded(
+    handler: Callable[Concatenate[Any, P], Awaitable[R]],
+) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+    """A request handler whose defects are logged here and reach no client.
+
+    An exception's text can hold paths, credentials or data of other clients;
+    the SDK would send it as the error message on the 2025 protocol.
+    """
+
+    @functools.wraps(handler)
+    async def guard(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(self, *args, **kwargs)
+        except MCPError:
+            raise
+        except Exception as error:
+            logger.error("%s failed", handler.__name__.strip("_"), exc_info=error)
+            raise MCPError(types.INTERNAL_ERROR, DEFECT_MESSAGE) from None
+
+    return guard
+
 
 #: What the ``result`` key of a wrapped output is called.
 RESULT_KEY = "result"
@@ -208,11 +244,13 @@ class LocationServer(Server[Run]):
     ) -> None:
         context.lifespan_context.remember(context)
 
+    @guarded
     async def _listen(
         self, context: ServerRequestContext[Run], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         return await context.lifespan_context.listen(context, params)
 
+    @guarded
     async def _list_tools(
         self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -220,6 +258,7 @@ class LocationServer(Server[Run]):
         context.lifespan_context.remember(context)
         return types.ListToolsResult(tools=self.listing(self.location.prepare().definitions).tools)
 
+    @guarded
     async def _call_tool(
         self, context: ServerRequestContext[Run], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -256,9 +295,21 @@ class LocationServer(Server[Run]):
             # A refusal is the model's to read and work around, as a tool result;
             # the pipeline left it unsettled so that a host could stop the run.
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
-        except (RetentionError, PluginError) as error:
-            # The call could not settle: an error response, not a tool result.
-            raise MCPError(types.INTERNAL_ERROR, str(error)) from error
+        except RetentionError as error:
+            # The call could not settle: an error response, not a tool result,
+            # and the cause (paths, system errors) for the operator alone.
+            logger.error("tools/call %s: output not retained", params.name, exc_info=error)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                "the call ran, but the server could not keep its output; the server's log says why",
+            ) from None
+        except PluginError as error:
+            logger.error("tools/call %s: %s", params.name, error, exc_info=error)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"plugin {error.plugin!r} failed ({error.phase}) on the server; "
+                "the server's log says why",
+            ) from None
         finally:
             asker.reset(asking)
             current_channel.reset(token)
@@ -268,17 +319,20 @@ class LocationServer(Server[Run]):
         result.content.extend(self._resources.note(outcome))
         return result
 
+    @guarded
     async def _set_level(
         self, context: ServerRequestContext[Run], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         context.lifespan_context.set_log_level(_client_key(context), params.level)
         return types.EmptyResult()
 
+    @guarded
     async def _list_resources(
         self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         return self._resources.listing()
 
+    @guarded
     async def _read_resource(
         self, context: ServerRequestContext[Run], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
