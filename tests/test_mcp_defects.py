@@ -63,13 +63,15 @@ async def test_a_crashing_tools_text_reaches_no_client_and_is_logged(
 ) -> None:
     """On both protocol eras the client reads a fixed message; the log has the exception."""
     tools(host)
-    async with host.location(workspace, plugins=[]) as location:
-        async with Client(pegboard.mcp.build_server(location), mode=era) as mcp:
-            with (
-                caplog.at_level(logging.ERROR, logger="pegboard.mcp"),
-                pytest.raises(MCPError) as raised,
-            ):
-                await mcp.call_tool("crash", {})
+    async with (
+        host.location(workspace, plugins=[]) as location,
+        Client(pegboard.mcp.build_server(location), mode=era) as mcp,
+    ):
+        with (
+            caplog.at_level(logging.ERROR, logger="pegboard.mcp"),
+            pytest.raises(MCPError) as raised,
+        ):
+            await mcp.call_tool("crash", {})
     assert DEFECT_MESSAGE == raised.value.error.message
     assert SECRET not in repr(raised.value.error)
     assert any(SECRET in str(record.exc_info[1]) for record in caplog.records if record.exc_info)
@@ -82,10 +84,12 @@ async def test_a_failing_hook_is_named_but_its_text_stays_on_the_server(
     """A PluginError tells the client which plugin failed, not what it said."""
     tools(host)
     host.add_plugin("audit", Crashing())
-    async with host.location(workspace, plugins=["audit"]) as location:
-        async with Client(pegboard.mcp.build_server(location), mode=era) as mcp:
-            with pytest.raises(MCPError) as raised:
-                await mcp.call_tool("fine", {})
+    async with (
+        host.location(workspace, plugins=["audit"]) as location,
+        Client(pegboard.mcp.build_server(location), mode=era) as mcp,
+    ):
+        with pytest.raises(MCPError) as raised:
+            await mcp.call_tool("fine", {})
     message = raised.value.error.message
     assert "plugin 'audit' failed (hook)" in message
     assert SECRET not in message
@@ -122,10 +126,8 @@ async def served(host: pegboard.Host, workspace: Path) -> AsyncIterator[str]:
 
 
 def call(request_id: Any) -> str:
-    return (
-        '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", '
-        '"params": {"name": "fine", "arguments": {}}}' % request_id
-    )
+    params = '"params": {"name": "fine", "arguments": {}}'
+    return f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", {params}}}'
 
 
 LIST = {

@@ -67,7 +67,7 @@ def guarded(
             logger.error("%s failed", handler.__name__.strip("_"), exc_info=error)
             raise MCPError(types.INTERNAL_ERROR, DEFECT_MESSAGE) from None
 
-    return guard
+    return guard  # type: ignore[return-value]  # wraps() widens Awaitable to Coroutine
 
 
 #: What the ``result`` key of a wrapped output is called.
