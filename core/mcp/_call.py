@@ -16,9 +16,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._outcome import Completed, Outcome
-from .._permissions import PermissionRequest
+from .._permissions import PermissionRejected, PermissionRequest
 from .._tool import LOG_LEVELS, Progress, ToolLog
-from ._approver import Answer, InputNeeded, answer_of, elicitation, question_key
+from ._approver import (
+    Answer,
+    InputNeeded,
+    answer_of,
+    elicitation,
+    question_key,
+    suggested_rules,
+)
 from ._content import to_mcp_content
 
 __all__ = ("Channel", "RoundState", "call_result")
@@ -94,6 +101,15 @@ class Channel:
                 form.message, form.requested_schema, related_request_id=self._context.request_id
             )
             return answer_of(result)
+        if self._context.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            raise PermissionRejected(
+                f"{request.action} on {', '.join(request.resources)} needs approval, and over "
+                f"stateless HTTP a client on protocol {self._context.protocol_version} cannot "
+                "be asked (its answer could reach another replica); a client on 2026-07-28, "
+                "whose answers travel with the call, or one over stdio can be asked, or the "
+                f"operator can allow it with {suggested_rules(request)}",
+                request=request,
+            )
         # 2026-07-28 forbids server-to-client requests: the call ends with the
         # question, and the client calls again with the answer, so the tool
         # runs again from the start with every answer given so far.

@@ -33,6 +33,7 @@ from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
 from ._resources import ManagedResources
+from ._sessions import session_of
 
 __all__ = ("LocationServer", "build_server")
 
@@ -349,7 +350,7 @@ def _session_id(context: ServerRequestContext[Run]) -> str:
     if headers is not None:
         session = headers.get("mcp-session-id")
         if isinstance(session, str) and session:
-            return session
+            return session_of(session)
     return context.lifespan_context.session_id
 
 
@@ -359,7 +360,7 @@ def _client_key(context: ServerRequestContext[Run]) -> str:
     if headers is not None:
         session = headers.get("mcp-session-id")
         if isinstance(session, str) and session:
-            return session
+            return session_of(session)
     return f"connection-{id(context.session.client_params)}"
 
 
