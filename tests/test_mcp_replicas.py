@@ -1,4 +1,4 @@
-"""Three pegboard serve --http replicas behind a round-robin proxy: any replica answers any client."""
+"""Three pegboard serve --http replicas behind a round-robin proxy answer any client."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyn
 TOKEN = "replica-token"
 CLIENTS = 20
 CALLS = 50
-CALL_TIMEOUT = 5
+#: Seconds one call may take under the whole suite's load.
+CALL_TIMEOUT = 20
 ERAS = {"2026-07-28": "auto", "2025-11-25": "legacy"}
 PLUGIN = """
     import pegboard
@@ -176,55 +177,28 @@ async def proxy(replicas: list[subprocess.Popen[str]]) -> AsyncIterator[str]:
         await asyncio.sleep(0.1)
 
 
-class Tally:
-    def __init__(self) -> None:
-        self.completed = 0
-        #: When each failed call started, and what it raised.
-        self.failed: list[tuple[float, BaseException]] = []
-
-
-async def one_client(url: str, mode: str, tally: Tally, client: int) -> None:
-    """CALLS calls in order; a connection lost with a replica loses the call in flight,
-    and the client connects again (a new session) for the rest, as an agent would.
-    """
+async def one_client(url: str, mode: str, client: int) -> int:
+    """CALLS calls in order through the proxy; how many were answered right."""
     # A new connection per request: the proxy spreads requests, not clients.
     limits = httpx.Limits(max_keepalive_connections=0)
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    call = 0
-    while call < CALLS:
-        in_flight: float | None = None
-        try:
-            async with (
-                httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as http,
-                Client(streamable_http_client(url, http_client=http), mode=mode) as mcp,
-            ):
-                while call < CALLS:
-                    in_flight = time.monotonic()
-                    # The SDK's client does not always notice a response that
-                    # will never come: a call gets a few seconds.
-                    with anyio.fail_after(CALL_TIMEOUT):
-                        result = await mcp.call_tool("add", {"a": client, "b": call})
-                    in_flight = None
-                    assert not result.is_error, result
-                    assert str(client + call) == result.content[0].text  # type: ignore[union-attr]
-                    tally.completed += 1
-                    call += 1
-        except Exception as error:  # the SDK's client ends when its connection breaks
-            if in_flight is not None:
-                tally.failed.append((in_flight, error))
-                call += 1
-
-
-async def run_clients(url: str, mode: str) -> Tally:
-    tally = Tally()
-    async with asyncio.timeout(45):
-        await asyncio.gather(*(one_client(url, mode, tally, n) for n in range(CLIENTS)))
-    return tally
+    answered = 0
+    async with (
+        httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as mcp,
+    ):
+        for call in range(CALLS):
+            with anyio.fail_after(CALL_TIMEOUT):
+                result = await mcp.call_tool("add", {"a": client, "b": call})
+            assert not result.is_error, result
+            assert str(client + call) == result.content[0].text  # type: ignore[union-attr]
+            answered += 1
+    return answered
 
 
 @pytest.mark.parametrize("era", list(ERAS))
 async def test_every_call_succeeds_through_three_replicas(proxy: str, era: str) -> None:
     """20 clients x 50 calls, each request to the next replica: 0 errors on both protocols."""
-    tally = await run_clients(proxy, ERAS[era])
-    assert [] == tally.failed
-    assert CLIENTS * CALLS == tally.completed
+    with anyio.fail_after(50):
+        answered = await asyncio.gather(*(one_client(proxy, ERAS[era], n) for n in range(CLIENTS)))
+    assert [CALLS] * CLIENTS == answered
