@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import stat
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -211,3 +216,52 @@ async def test_a_2025_client_over_http_is_told_why_it_is_not_asked(
     message = result["content"][0]["text"]
     assert "over stateless HTTP a client on protocol 2025-11-25 cannot be asked" in message
     assert "--allow launch:rocket" in message
+
+
+def pegboard_command(*arguments: str, home: Path) -> subprocess.CompletedProcess[str]:
+    command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
+    assert command is not None
+    environment = {**os.environ, "XDG_DATA_HOME": str(home)}
+    return subprocess.run(
+        [command, *arguments], capture_output=True, text=True, env=environment, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "transport", "expected"),
+    [
+        (
+            "short\n",
+            ["--http", "--port=8931"],
+            "holds 5 bytes, and a session key needs 32 or more; write one with: "
+            "openssl rand -hex 32 > ",
+        ),
+        ("k" * 64, [], "--session-key-file applies to HTTP; add --http"),
+    ],
+    ids=["short", "stdio"],
+)
+async def test_a_bad_session_key_file_is_a_usage_error(
+    tmp_path: Path, content: str, transport: list[str], expected: str
+) -> None:
+    """One line naming the option and the fix, exit 2, before anything is served."""
+    key = tmp_path / "session.key"
+    key.write_text(content)
+    key.chmod(0o600)
+    result = pegboard_command(
+        "serve", "-l", str(tmp_path), *transport, "--session-key-file", str(key), home=tmp_path
+    )
+    assert 2 == result.returncode
+    assert expected in result.stderr
+    assert 1 == len(result.stderr.strip().splitlines()), result.stderr
+
+
+async def test_a_missing_session_key_file_is_made_private(tmp_path: Path) -> None:
+    """A new key: 64 hex digits, mode 0600, and the same key on the next read."""
+    from pegboard.cli._serve import _session_key
+
+    path = tmp_path / "session.key"
+    first = _session_key(path)
+    assert first is not None
+    assert 64 == len(first)
+    assert 0o600 == stat.S_IMODE(path.stat().st_mode)
+    assert first == _session_key(path)
