@@ -107,6 +107,15 @@ async def _progress(input: None, context: pegboard.ToolContext) -> str:
     return "Progress complete"
 
 
+async def _logging(input: None, context: pegboard.ToolContext) -> str:
+    await context.log("info", "Tool execution started")
+    await anyio.sleep(0.05)
+    await context.log("info", "Tool processing data")
+    await anyio.sleep(0.05)
+    await context.log("info", "Tool execution completed")
+    return "Logging complete"
+
+
 async def _schema_2020_12(input: dict[str, Any], context: pegboard.ToolContext) -> str:
     return f"Received: {sorted(input)}"
 
@@ -128,6 +137,9 @@ TOOLS = {
     ),
     "test_tool_with_progress": pegboard.tool(
         description="Reports progress 0, 50 and 100 of 100.", execute=_progress
+    ),
+    "test_tool_with_logging": pegboard.tool(
+        description="Sends three info log messages.", execute=_logging
     ),
     "json_schema_2020_12_tool": pegboard.tool(
         description="Tool with JSON Schema 2020-12 features",

@@ -70,6 +70,8 @@ RUN = (
     "tools-call-mixed-content",
     "tools-call-error",
     "tools-call-with-progress",
+    "tools-call-with-logging",
+    "logging-set-level",
     "json-schema-2020-12",
 )
 

@@ -64,6 +64,12 @@ def add(commands: Any) -> None:
         "token, mode 0600, when missing); default: a new token in a new file",
     )  # fmt: skip
     serve.add_argument(
+        "--session-key-file", type=path, metavar="PATH",
+        help="the key that signs HTTP session IDs, read from PATH (created with a new key, "
+        "mode 0600, when missing); give every replica behind one address the same file; "
+        "default: a key of this process alone",
+    )  # fmt: skip
+    serve.add_argument(
         "--client-approval", action="store_true",
         help="let clients answer permission requests the rules leave at 'ask' (MCP "
         "elicitation); their answers last until the server stops and are never saved",
@@ -89,16 +95,21 @@ def run(arguments: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:
         raise UsageError("pegboard serve needs the MCP SDK: pip install 'pegboard[mcp]'")
     if arguments.transport == "stdio":
-        for option, value in (("--host", arguments.host), ("--token-file", arguments.token_file)):
+        for option, value in (
+            ("--host", arguments.host),
+            ("--token-file", arguments.token_file),
+            ("--session-key-file", arguments.session_key_file),
+        ):
             if value is not None:
                 raise UsageError(f"{option} applies to HTTP; add --http")
     rules = host_rules(arguments)
+    session_key = _session_key(arguments.session_key_file)
     # SIGTERM, as a client stops a server it started, unwinds like Ctrl-C, so that
     # a token file made for this run is removed.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with contextlib.contextmanager(_token)(arguments) as token:
-            return anyio.run(_serve_location, arguments, rules, sandbox, token)
+            return anyio.run(_serve_location, arguments, rules, sandbox, token, session_key)
     except OSError as error:  # a port already in use, say
         if isinstance(error, NotADirectoryError):
             raise
@@ -162,6 +173,40 @@ def _token(arguments: argparse.Namespace) -> Iterator[str | None]:
             path.unlink(missing_ok=True)
 
 
+def _session_key(path: Path | None) -> bytes | None:
+    """The session key in ``path``, made (64 hex digits, mode 0600) when missing."""
+    import secrets
+
+    from pegboard.mcp._sessions import MIN_KEY_BYTES
+
+    if path is None:
+        return None
+    if not path.exists():
+        try:
+            # O_EXCL: never write a key into a file someone else prepared.
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass  # another replica made it a moment ago: read it below
+        except OSError as error:
+            raise UsageError(f"--session-key-file {path}: cannot be created: {error}") from None
+        else:
+            with os.fdopen(descriptor, "w", encoding="ascii") as file:
+                file.write(secrets.token_hex(32) + "\n")
+            warn(f"wrote a new session key to {path}; give every replica this file")
+    try:
+        key = path.read_bytes().strip()
+    except OSError as error:
+        raise UsageError(f"--session-key-file {path}: cannot be read: {error}") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise UsageError(
+            f"--session-key-file {path}: holds {len(key)} bytes, and a session key needs "
+            f"{MIN_KEY_BYTES} or more; write one with: openssl rand -hex 32 > {path}"
+        )
+    if path.stat().st_mode & 0o077:
+        warn(f"{path} can be read by other users; chmod 600 {path}")
+    return key
+
+
 def _announce(arguments: argparse.Namespace, path: Path) -> None:
     host = arguments.host or "127.0.0.1"
     where = f"[{host}]" if ":" in host else host
@@ -174,7 +219,11 @@ def _announce(arguments: argparse.Namespace, path: Path) -> None:
 
 
 async def _serve_location(
-    arguments: argparse.Namespace, rules: list[Any], sandbox: dict[str, Any], token: str | None
+    arguments: argparse.Namespace,
+    rules: list[Any],
+    sandbox: dict[str, Any],
+    token: str | None,
+    session_key: bytes | None,
 ) -> int:
     from pegboard import Host
     from pegboard.mcp import ClientApprover, serve
@@ -199,6 +248,7 @@ async def _serve_location(
                 host=arguments.host or "127.0.0.1",
                 port=arguments.port,
                 token=token,
+                session_key=session_key,
             )
         except ValueError as error:  # an address that cannot be checked
             raise UsageError(str(error)) from None

@@ -10,13 +10,22 @@ from typing import Any
 import attrs
 import mcp_types as types
 import orjson
+from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._outcome import Completed, Outcome
-from .._permissions import PermissionRequest
-from .._tool import Progress
-from ._approver import Answer, InputNeeded, answer_of, elicitation, question_key
+from .._permissions import PermissionRejected, PermissionRequest
+from .._tool import LOG_LEVELS, Progress, ToolLog
+from ._approver import (
+    Answer,
+    InputNeeded,
+    answer_of,
+    elicitation,
+    question_key,
+    suggested_rules,
+)
 from ._content import to_mcp_content
 
 __all__ = ("Channel", "RoundState", "call_result")
@@ -55,12 +64,19 @@ class RoundState:
 class Channel:
     """A served call's way back to its client, for permission questions and progress."""
 
-    __slots__ = ("_answers", "_context", "_reports", "_responses", "call_id")
+    __slots__ = ("_answers", "_context", "_least", "_reports", "_responses", "call_id", "tool")
 
     def __init__(
-        self, context: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        self,
+        context: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        *,
+        least: int = 0,
     ) -> None:
         self._context = context
+        self.tool = params.name
+        #: The least severe log level the client asked for (``logging/setLevel``).
+        self._least = least
         self._responses = params.input_responses or {}
         self._reports = 0
         if params.request_state is not None:
@@ -85,6 +101,15 @@ class Channel:
                 form.message, form.requested_schema, related_request_id=self._context.request_id
             )
             return answer_of(result)
+        if self._context.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            raise PermissionRejected(
+                f"{request.action} on {', '.join(request.resources)} needs approval, and over "
+                f"stateless HTTP a client on protocol {self._context.protocol_version} cannot "
+                "be asked (its answer could reach another replica); a client on 2026-07-28, "
+                "whose answers travel with the call, or one over stdio can be asked, or the "
+                f"operator can allow it with {suggested_rules(request)}",
+                request=request,
+            )
         # 2026-07-28 forbids server-to-client requests: the call ends with the
         # question, and the client calls again with the answer, so the tool
         # runs again from the start with every answer given so far.
@@ -109,6 +134,34 @@ class Channel:
         self._reports += 1
         current = update.current if update.current is not None else float(self._reports)
         await self._context.session.report_progress(current, update.total, update.message)
+
+    async def log(self, entry: ToolLog) -> None:
+        """Forward a tool's log message as ``notifications/message`` on this call's stream.
+
+        A handshake-era client's ``logging/setLevel`` filters; a 2026-07-28
+        client gets only the levels this request's ``_meta`` asked for.
+        """
+        if entry.level not in self._levels():
+            return
+        data: Any = entry.message
+        if entry.data is not None:
+            data = {"message": entry.message, "data": entry.data}
+        notification = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(
+                level=entry.level,  # type: ignore[arg-type]  # LOG_LEVELS are MCP's names
+                data=data,
+                logger=self.tool,
+            )
+        )
+        await self._context.session.send_notification(
+            notification, related_request_id=self._context.request_id
+        )
+
+    def _levels(self) -> frozenset[str]:
+        version = self._context.protocol_version
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            return frozenset(LOG_LEVELS[self._least :])
+        return frozenset(allowed_log_levels(version, self._context.meta))
 
 
 def call_result(outcome: Outcome, *, wrapped: bool) -> types.CallToolResult:

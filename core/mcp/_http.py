@@ -11,7 +11,13 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ("BearerToken", "CancelOnDisconnect", "is_loopback", "transport_security")
+__all__ = (
+    "BearerToken",
+    "CancelOnDisconnect",
+    "JsonRpcGate",
+    "is_loopback",
+    "transport_security",
+)
 
 #: Addresses that listen on every interface: no one name for clients to check against.
 _EVERYWHERE = ("", "0.0.0.0", "::")
@@ -187,6 +193,110 @@ class CancelOnDisconnect:
         # connection's own handling is torn down.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await self.app({**scope, "headers": headers}, once, discard)
+
+
+class JsonRpcGate:
+    """ASGI middleware: a POST body that is not JSON-RPC gets the protocol's error.
+
+    A body that is not JSON (``NaN``, or nested beyond orjson's 1,024 levels,
+    which would exhaust Python's recursion on the way in) is a ``-32700`` parse
+    error; a message whose ``id`` is not a string or an integer, or that is not
+    an object, is a ``-32600`` invalid request. Both with HTTP 400, where they
+    would otherwise be a ``500`` or an ``id`` read as a notification's absence
+    and answered ``202 Accepted``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+        self.app = app
+        self._limit = DEFAULT_MAX_REQUEST_BODY_SIZE
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self._limit:
+                break  # the SDK answers 413
+        body = b"".join(chunks)
+        if not more:
+            problem = _problem(body)
+            if problem is not None:
+                await _send_error(send, *problem)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": more}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+#: JSON-RPC's error codes for a body that is not JSON, and for one that is not a request.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+def _problem(body: bytes) -> tuple[int, str] | None:
+    """What makes ``body`` an invalid JSON-RPC message or batch, or ``None``."""
+    import orjson
+
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        return PARSE_ERROR, f"the body is not JSON: {error}"
+    for message in parsed if isinstance(parsed, list) else [parsed]:
+        if not isinstance(message, dict):
+            return INVALID_REQUEST, "a JSON-RPC message is an object"
+        if "id" in message:
+            request_id = message["id"]
+            if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+                return (
+                    INVALID_REQUEST,
+                    f"a JSON-RPC id is a string or an integer, not {_json_kind(request_id)}",
+                )
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, float):
+        return "a fraction"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+async def _send_error(send: Send, code: int, message: str) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _session(scope: Scope) -> bool:

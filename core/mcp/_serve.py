@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING, Literal
 
 import anyio
 
 from .._location import Location
-from ._http import BearerToken, CancelOnDisconnect, transport_security
+from ._http import BearerToken, CancelOnDisconnect, JsonRpcGate, transport_security
 from ._server import LocationServer, build_server
+from ._sessions import SessionKey, StatelessSessions
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
@@ -28,6 +30,7 @@ async def serve(
     token: str | None = None,
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
+    session_key: bytes | None = None,
 ) -> None:
     """Serve ``location``'s tools to MCP clients until the transport ends.
 
@@ -39,6 +42,12 @@ async def serve(
     settings); Host and Origin headers are checked against ``host``. Open the
     Location with ``approver=pegboard.mcp.ClientApprover()`` so that requests
     the rules leave at ``ask`` are answered.
+
+    Over HTTP nothing a request needs is kept between requests: a 2025-era
+    client's session ID is signed with ``session_key`` (32 bytes or more) and
+    carries what it declared, so that every replica given the same key answers
+    every request. Without a key, each process makes its own, and only it
+    accepts the session IDs it issued.
     """
     server = build_server(location, name=name)
     if transport == "stdio":
@@ -50,7 +59,14 @@ async def serve(
     if transport != "http":
         raise ValueError(f"transport is 'stdio' or 'http', not {transport!r}")
     await _serve_http(
-        http_app(server, host=host, token=token, auth=auth, token_verifier=token_verifier),
+        http_app(
+            server,
+            host=host,
+            token=token,
+            auth=auth,
+            token_verifier=token_verifier,
+            session_key=session_key,
+        ),
         host,
         port,
     )
@@ -63,8 +79,11 @@ def http_app(
     token: str | None = None,
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
+    session_key: bytes | None = None,
 ) -> ASGIApplication:
-    """The streamable HTTP application for ``server``, guarded as `serve` describes."""
+    """The streamable HTTP application for ``server``, guarded and stateless as
+    `serve` describes.
+    """
     if (token is None) == (token_verifier is None):
         raise ValueError(
             "serving over HTTP needs one way to authenticate clients: token= (a bearer "
@@ -72,14 +91,15 @@ def http_app(
         )
     if token_verifier is not None and auth is None:
         raise ValueError("token_verifier= needs auth= (mcp.server.auth.settings.AuthSettings)")
-    app: ASGIApplication = CancelOnDisconnect(
-        server.streamable_http_app(
-            host=host,
-            transport_security=transport_security(host),
-            auth=auth,
-            token_verifier=token_verifier,
-        )
+    key = SessionKey(secrets.token_bytes(32) if session_key is None else session_key)
+    starlette = server.streamable_http_app(
+        host=host,
+        transport_security=transport_security(host),
+        auth=auth,
+        token_verifier=token_verifier,
     )
+    StatelessSessions(server.session_manager, key).install()
+    app: ASGIApplication = JsonRpcGate(CancelOnDisconnect(starlette))
     return app if token is None else BearerToken(app, token)
 
 

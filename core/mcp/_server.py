@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import importlib.metadata
+import logging
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import attrs
@@ -25,18 +28,55 @@ from .._location import Location
 from .._outcome import ToolCall
 from .._permissions import PermissionRejected, asker
 from .._plugins import PluginError
-from .._tool import ToolContext, ToolDefinition
+from .._tool import LOG_LEVELS, ToolContext, ToolDefinition
 from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
 from ._resources import ManagedResources
+from ._sessions import session_of
 
 __all__ = ("LocationServer", "build_server")
+
+logger = logging.getLogger("pegboard.mcp")
+
+#: What a client is told when a defect (an exception no one expected) ended its request.
+DEFECT_MESSAGE = (
+    "internal error in the MCP server: it is recorded in the server's log, "
+    "where its operator can read it"
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def guarded(
+    handler: Callable[Concatenate[Any, P], Awaitable[R]],
+) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+    """A request handler whose defects are logged here and reach no client.
+
+    An exception's text can hold paths, credentials or data of other clients;
+    the SDK would send it as the error message on the 2025 protocol.
+    """
+
+    @functools.wraps(handler)
+    async def guard(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(self, *args, **kwargs)
+        except MCPError:
+            raise
+        except Exception as error:
+            logger.error("%s failed", handler.__name__.strip("_"), exc_info=error)
+            raise MCPError(types.INTERNAL_ERROR, DEFECT_MESSAGE) from None
+
+    return guard  # type: ignore[return-value]  # wraps() widens Awaitable to Coroutine
+
 
 #: What the ``result`` key of a wrapped output is called.
 RESULT_KEY = "result"
 #: Seconds a handshake-era client may take to accept a list-change notification.
 NOTIFY_TIMEOUT = 5.0
+#: How many clients' ``logging/setLevel`` one process remembers (oldest forgotten first).
+LOG_LEVEL_MEMORY = 10_000
 
 
 @attrs.define
@@ -49,6 +89,15 @@ class Run:
     #: Handshake-era clients, told about list changes on their own connection;
     #: keyed by their connection's ``initialize`` parameters.
     sessions: dict[int, ServerSession] = attrs.field(factory=dict)
+    #: What handshake-era clients asked with ``logging/setLevel``: the index of
+    #: the least severe level in `LOG_LEVELS`, by client; bounded.
+    log_levels: collections.OrderedDict[str, int] = attrs.field(factory=collections.OrderedDict)
+
+    def set_log_level(self, client: str, level: str) -> None:
+        self.log_levels[client] = LOG_LEVELS.index(level)
+        self.log_levels.move_to_end(client)
+        while len(self.log_levels) > LOG_LEVEL_MEMORY:
+            self.log_levels.popitem(last=False)
 
     def remember(self, context: ServerRequestContext[Run]) -> None:
         """Remember a handshake-era client, to tell it when the tool list changes."""
@@ -126,6 +175,9 @@ class LocationServer(Server[Run]):
         self.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
+        # Registered here, not with on_set_logging_level=, which warns: the
+        # request is gone at 2026-07-28, but handshake-era clients still send it.
+        self.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
 
     def create_initialization_options(
         self,
@@ -193,11 +245,13 @@ class LocationServer(Server[Run]):
     ) -> None:
         context.lifespan_context.remember(context)
 
+    @guarded
     async def _listen(
         self, context: ServerRequestContext[Run], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         return await context.lifespan_context.listen(context, params)
 
+    @guarded
     async def _list_tools(
         self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -205,11 +259,14 @@ class LocationServer(Server[Run]):
         context.lifespan_context.remember(context)
         return types.ListToolsResult(tools=self.listing(self.location.prepare().definitions).tools)
 
+    @guarded
     async def _call_tool(
         self, context: ServerRequestContext[Run], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         request = self.location.prepare()
-        channel = Channel(context, params)
+        channel = Channel(
+            context, params, least=context.lifespan_context.log_levels.get(_client_key(context), 0)
+        )
         call = ToolCall(
             params.name,
             params.arguments or {},
@@ -219,6 +276,7 @@ class LocationServer(Server[Run]):
                 message_id=channel.call_id,
                 call_id=channel.call_id,
                 progress=channel.progress,
+                log=channel.log,
             ),
         )
         token = current_channel.set(channel)
@@ -238,9 +296,21 @@ class LocationServer(Server[Run]):
             # A refusal is the model's to read and work around, as a tool result;
             # the pipeline left it unsettled so that a host could stop the run.
             return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
-        except (RetentionError, PluginError) as error:
-            # The call could not settle: an error response, not a tool result.
-            raise MCPError(types.INTERNAL_ERROR, str(error)) from error
+        except RetentionError as error:
+            # The call could not settle: an error response, not a tool result,
+            # and the cause (paths, system errors) for the operator alone.
+            logger.error("tools/call %s: output not retained", params.name, exc_info=error)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                "the call ran, but the server could not keep its output; the server's log says why",
+            ) from None
+        except PluginError as error:
+            logger.error("tools/call %s: %s", params.name, error, exc_info=error)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"plugin {error.plugin!r} failed ({error.phase}) on the server; "
+                "the server's log says why",
+            ) from None
         finally:
             asker.reset(asking)
             current_channel.reset(token)
@@ -250,11 +320,20 @@ class LocationServer(Server[Run]):
         result.content.extend(self._resources.note(outcome))
         return result
 
+    @guarded
+    async def _set_level(
+        self, context: ServerRequestContext[Run], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        context.lifespan_context.set_log_level(_client_key(context), params.level)
+        return types.EmptyResult()
+
+    @guarded
     async def _list_resources(
         self, context: ServerRequestContext[Run], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         return self._resources.listing()
 
+    @guarded
     async def _read_resource(
         self, context: ServerRequestContext[Run], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
@@ -271,8 +350,18 @@ def _session_id(context: ServerRequestContext[Run]) -> str:
     if headers is not None:
         session = headers.get("mcp-session-id")
         if isinstance(session, str) and session:
-            return session
+            return session_of(session)
     return context.lifespan_context.session_id
+
+
+def _client_key(context: ServerRequestContext[Run]) -> str:
+    """Whose ``logging/setLevel`` applies: the HTTP session's, or this connection's."""
+    headers = getattr(context.request, "headers", None)
+    if headers is not None:
+        session = headers.get("mcp-session-id")
+        if isinstance(session, str) and session:
+            return session_of(session)
+    return f"connection-{id(context.session.client_params)}"
 
 
 def _agent(context: ServerRequestContext[Run]) -> str:
