@@ -127,7 +127,7 @@ async def test_extra_definition_fields_reach_the_definition_unchanged(
     from pegboard._wire import dump_definition, dump_tool, load_definition
 
     fields = {"execution": {"taskSupport": "required"}, "icons": [{"src": "a.png"}]}
-    made = pegboard.tool(description="Run.", execute=lambda input, context: "ran", extra=fields)
+    made = pegboard.tool(description="Run.", execute=lambda value, context: "ran", extra=fields)
     fields["execution"]["taskSupport"] = "forbidden"  # the caller's dict changes nothing
     assert {"execution": {"taskSupport": "required"}, "icons": [{"src": "a.png"}]} == made.extra
     with pytest.raises(TypeError):
