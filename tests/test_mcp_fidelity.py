@@ -683,3 +683,88 @@ async def test_a_call_the_server_refuses_with_401_says_so(
         "the MCP server 'far' refused the call to 'look': it answered 401 Unauthorized: it "
         "refused the credentials in [mcp.servers.far] headers"
     ) in after.error.message
+
+
+TASKS = str(Path(__file__).with_name("mcp_task_peer.py"))
+
+
+async def test_a_task_a_2026_server_makes_is_followed_to_its_end(
+    host: pegboard.Host, workspace: Path, tmp_path: Path
+) -> None:
+    """The mount declares the tasks extension; a call answered with a task is polled to
+    its result, its status messages are progress, its question goes to the host's
+    handler (a decline is no success), what it cannot answer or a failed task fails
+    the call, and a cancelled call cancels the task.
+    """
+    answers = iter(
+        [
+            pegboard.ElicitationAnswer("accept", {"colour": "teal"}),
+            pegboard.ElicitationAnswer("decline"),
+        ]
+    )
+
+    async def elicit(question: pegboard.Elicitation) -> pegboard.ElicitationAnswer:
+        assert "Which colour?" == question.message
+        return next(answers)
+
+    progress: list[str | None] = []
+
+    async def report(update: pegboard.Progress) -> None:
+        progress.append(update.message)
+
+    marker = tmp_path / "marker"
+    servers = {"tp": {"command": [sys.executable, TASKS]}}
+    plugins = [{"name": "mcp", "options": {"servers": servers, "startup_timeout": 30}}]
+    rules = [{"action": "mcp.*", "effect": "allow"}]
+    async with host.location(
+        workspace, plugins=plugins, trusted=["mcp"], permissions=rules, elicit=elicit
+    ) as location:
+        request = location.prepare()
+
+        async def call(name: str, **input: Any) -> pegboard.Outcome:
+            return await request.execute(pegboard.ToolCall(name, input, context(progress=report)))
+
+        written = await call("tp_report", topic="owls")
+        accepted = await call("tp_ask")
+        declined = await call("tp_ask")
+        sampled = await call("tp_sample")
+        failed = await call("tp_fail")
+        with anyio.move_on_after(0.5):
+            await call("tp_slow", marker=str(marker))
+    assert isinstance(written, pegboard.Completed)
+    assert (pegboard.Text("report on owls"),) == written.content
+    assert "working on report" == progress[0]
+    assert isinstance(accepted, pegboard.Completed)
+    assert (pegboard.Text("colour: teal"),) == accepted.content
+    assert isinstance(declined, pegboard.Failed)
+    assert declined.error.message.endswith(
+        "its question 'Which colour?' was declined by the user, so the call is not a success; "
+        "the server said: no colour given"
+    )
+    assert isinstance(sampled, pegboard.Failed)
+    assert "'sampling/createMessage', which pegboard does not answer" in sampled.error.message
+    assert isinstance(failed, pegboard.Failed)
+    assert "could not finish 'fail': the printer is on fire" in failed.error.message
+    await eventually(marker.exists)
+    assert "cancelled" == marker.read_text()
+
+
+async def test_a_task_question_without_a_handler_fails_the_call(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """A host without elicit= cannot answer a task's question: the call fails saying so."""
+    servers = {"tp": {"command": [sys.executable, TASKS]}}
+    async with mounted(host, workspace, servers) as location:
+        outcome = await location.prepare().execute(pegboard.ToolCall("tp_ask", {}, context()))
+    assert isinstance(outcome, pegboard.Failed)
+    assert outcome.error.message == (
+        "the MCP server 'tp' asked the user during 'ask' ('Which colour?'), and this host "
+        "gives no way to ask; its task is cancelled"
+    )
+
+
+async def eventually(condition: Any, *, within: float = 10) -> None:
+    """Wait until ``condition()`` holds: what another process does sends no event here."""
+    with anyio.fail_after(within):
+        for _ in iter(condition, True):
+            await anyio.sleep(0.05)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.metadata
 import json
 import logging
@@ -15,6 +16,7 @@ import anyio.lowlevel
 import attrs
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.extension import ClaimContext
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
@@ -25,7 +27,7 @@ from pegboard.mcp import from_mcp_annotations, from_mcp_content
 
 from ._config import ServerConfig
 from ._listing import ServerInput, read_listing
-from ._tasks import run_task, runs_as_task
+from ._tasks import TaskHandle, TasksExtension, elicitation_of, follow_task, run_task, runs_as_task
 
 if TYPE_CHECKING:
     import httpx2
@@ -66,6 +68,12 @@ class Call:
     task: str | None = None
     #: Each question of the server the user declined or cancelled during the call.
     refused: list[str] = attrs.Factory(list)
+
+
+#: The call this task is making, for the task a 2026-07-28 server may answer it with.
+_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
+    "pegboard_mcp_call", default=None
+)
 
 
 def _client_info() -> types.Implementation:
@@ -171,6 +179,8 @@ class Mount:
             # Offered only when the host can ask its user: a server that asks
             # anyway is told no such capability was declared.
             options["elicitation_callback"] = self._elicit
+        # A 2026-07-28 server may answer any call with a task: follow it to its end.
+        options["extensions"] = [TasksExtension(self._follow)]
         if self.config.url is None:
             command, *arguments = self.config.command
             parameters = StdioServerParameters(
@@ -267,11 +277,20 @@ class Mount:
         )
 
     async def _elicit(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
+        self, context: ClientRequestContext | None, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         """A server asks the user: the host's ``elicit`` handler answers. A decline or
         a cancel is remembered, so the call that asked never reports success.
         """
+        answer, refusal = await self._ask(params)
+        if refusal is not None:
+            self._refuse(params, refusal)
+        return answer
+
+    async def _ask(
+        self, params: types.ElicitRequestParams
+    ) -> tuple[types.ElicitResult | types.ErrorData, str | None]:
+        """The host's answer to ``params``, and how it refused, if it did."""
         ask = self._ask_user
         assert ask is not None  # the capability is declared only with a handler
         source = f"MCP server {self.name!r}"
@@ -296,13 +315,59 @@ class Mount:
             logger.warning(
                 "server %r asked %r; the host's answer failed: %s", self.name, params.message, error
             )
-            self._refuse(params, f"could not be answered ({error})")
-            return types.ErrorData(code=types.INTERNAL_ERROR, message="the user could not be asked")
+            failed = types.ErrorData(
+                code=types.INTERNAL_ERROR, message="the user could not be asked"
+            )
+            return failed, f"could not be answered ({error})"
         if answer.action != "accept":
-            self._refuse(params, f"was {_PAST[answer.action]} by the user")
-            return types.ElicitResult(action=answer.action)
+            return types.ElicitResult(
+                action=answer.action
+            ), f"was {_PAST[answer.action]} by the user"
         content = None if question.url is not None else pegboard.thaw(answer.content or {})
-        return types.ElicitResult(action="accept", content=content)
+        return types.ElicitResult(action="accept", content=content), None
+
+    async def _follow(self, handle: TaskHandle, claim: ClaimContext) -> types.CallToolResult:
+        """Follow the task a 2026-07-28 server made for the call in flight in this task."""
+        call = _CALL.get()
+        if call is None:  # a task for a call this mount did not make
+            raise pegboard.ToolFailure(
+                f"the MCP server {self.name!r} answered with a task no call of pegboard's made"
+            )
+
+        async def answer(server: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            try:
+                params = elicitation_of(request)
+            except ValueError as error:
+                raise pegboard.ToolFailure(
+                    f"the MCP server {server!r} asked during {claim.tool_name!r} for what "
+                    f"pegboard cannot give: {error}; its task is cancelled"
+                ) from None
+            if self._ask_user is None:
+                raise pegboard.ToolFailure(
+                    f"the MCP server {server!r} asked the user during {claim.tool_name!r} "
+                    f"({params.message!r}), and this host gives no way to ask; its task is "
+                    "cancelled"
+                )
+            result, refusal = await self._ask(params)
+            if refusal is not None:
+                call.refused.append(f"its question {params.message!r} {refusal}")
+            if isinstance(result, types.ErrorData):
+                raise pegboard.ToolFailure(
+                    f"the MCP server {server!r} asked the user during {claim.tool_name!r} "
+                    f"({params.message!r}), and the question could not be asked; its task is "
+                    "cancelled"
+                )
+            return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+        return await follow_task(
+            claim.session,
+            self.name,
+            claim.tool_name,
+            handle,
+            call,
+            answer,
+            within=self.config.request_timeout,
+        )
 
     def _refuse(self, params: types.ElicitRequestParams, what: str) -> None:
         """Remember on the call that asked (every call in flight, when MCP does not say
@@ -440,12 +505,16 @@ class Mount:
                     client, self.name, tool, arguments, call, within=self.config.request_timeout
                 )
             else:
-                result = await client.call_tool(
-                    tool,
-                    arguments,
-                    read_timeout_seconds=self.config.request_timeout,
-                    progress_callback=forward,
-                )
+                token = _CALL.set(call)
+                try:
+                    result = await client.call_tool(
+                        tool,
+                        arguments,
+                        read_timeout_seconds=self.config.request_timeout,
+                        progress_callback=forward,
+                    )
+                finally:
+                    _CALL.reset(token)
             # What the server sent before its answer (a last log message) is handled
             # in tasks of the SDK's own: let them reach this call first.
             await anyio.lowlevel.checkpoint()
