@@ -768,3 +768,30 @@ async def eventually(condition: Any, *, within: float = 10) -> None:
     with anyio.fail_after(within):
         for _ in iter(condition, True):
             await anyio.sleep(0.05)
+
+
+async def test_a_failing_elicit_handler_is_an_error_to_the_server_and_stays_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A handler that raises: the server hears "the user could not be asked", the call
+    remembers that its question was not answered, and the exception's text goes only
+    to the host's log, never towards the model.
+    """
+    from pegboard.plugins_builtin.mcp._mount import Call
+
+    async def elicit(question: pegboard.Elicitation) -> pegboard.ElicitationAnswer:
+        raise RuntimeError("token file /etc/secret unreadable")
+
+    mount, _, _ = bare_mount(pegboard.Permissions(), elicit=elicit)
+    call = Call(context())
+    mount._calls[:] = [call]
+    form = types.ElicitRequestFormParams(
+        message="Proceed?", requested_schema={"type": "object", "properties": {}}
+    )
+    with caplog.at_level("WARNING", logger="pegboard"):
+        answer = await mount._elicit(None, form)
+    assert types.ErrorData(code=types.INTERNAL_ERROR, message="the user could not be asked") == (
+        answer
+    )
+    assert ["its question 'Proceed?' could not be asked"] == call.refused
+    assert "token file /etc/secret unreadable" in caplog.records[-1].getMessage()

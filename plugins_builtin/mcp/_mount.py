@@ -122,7 +122,7 @@ class Mount:
         self._refused: int | None = None
         #: The calls in flight, for the log messages and questions they cause.
         self._calls: list[Call] = []
-        #: How each mounted tool runs: "task" for a tool the server runs as a task.
+        #: Each mounted tool as the server listed it: how a call of it is made.
         self._listed: dict[str, types.Tool] = {}
 
     @property
@@ -318,7 +318,8 @@ class Mount:
             failed = types.ErrorData(
                 code=types.INTERNAL_ERROR, message="the user could not be asked"
             )
-            return failed, f"could not be answered ({error})"
+            # The reason is the host's, for its log: the model reads only that it failed.
+            return failed, "could not be asked"
         if answer.action != "accept":
             return types.ElicitResult(
                 action=answer.action
