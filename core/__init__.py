@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from ._deferral import ToolBudget
     from ._durable import dump_outcome, load_outcome
+    from ._elicitation import Elicit, Elicitation, ElicitationAnswer
     from ._errors import (
         CodecError,
         PluginCrashed,
@@ -77,6 +78,9 @@ __all__ = (
     "Confinement",
     "ContentAnnotations",
     "ContentItem",
+    "Elicit",
+    "Elicitation",
+    "ElicitationAnswer",
     "EmbeddedResource",
     "ExecuteEvent",
     "Failed",
@@ -150,6 +154,9 @@ _HOMES = {
     "Confinement": ".sandbox",
     "ContentAnnotations": "._content",
     "ContentItem": "._content",
+    "Elicit": "._elicitation",
+    "Elicitation": "._elicitation",
+    "ElicitationAnswer": "._elicitation",
     "EmbeddedResource": "._content",
     "ExecuteEvent": "._pipeline",
     "Failed": "._outcome",

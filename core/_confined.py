@@ -320,6 +320,7 @@ class Worker:
                 output=None if output is None else SchemaCodec(output),
                 title=data.get("title"),
                 annotations=load_annotations(data.get("annotations")),
+                extra=data.get("extra"),
             )
         try:
             self._registrations[key] = self._tools.register(

@@ -26,6 +26,7 @@ from ._config import (
 )
 from ._confining import ConfineMode, Confining, network_names
 from ._deferral import ToolBudget
+from ._elicitation import Elicit
 from ._filesystem import Filesystem
 from ._location import Location
 from ._permissions import Approver, PermissionRule, Permissions, default_approvals_file
@@ -110,6 +111,7 @@ class Host:
         confine: ConfineMode = "auto",
         network: Iterable[str] = (),
         tool_budget: ToolBudget | None = None,
+        elicit: Elicit | None = None,
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
 
@@ -129,6 +131,10 @@ class Host:
         ``tool_budget`` is how many tokens of definitions a request prepared
         with ``defer="auto"`` advertises before it defers its tools
         (`pegboard.ToolBudget`; see docs/host-guide.md, "Many tools").
+        ``elicit`` is the async handler that asks the user what a trusted plugin's
+        back end wants to know (a mounted MCP server's elicitation): it takes a
+        `pegboard.Elicitation` and returns a `pegboard.ElicitationAnswer`; without
+        one, no plugin offers to ask (see docs/host-guide.md, "Questions for the user").
 
         ``sandbox`` is the host's choice alone (a Location's config cannot make
         it): ``"auto"`` runs every command a tool starts (``bash``, manifest
@@ -154,6 +160,11 @@ class Host:
         """
         if code_mode is not None:
             _check_code_mode(code_mode)
+        if elicit is not None and not callable(elicit):
+            raise TypeError(
+                f"elicit takes an async function (pegboard.Elicitation) -> "
+                f"pegboard.ElicitationAnswer, or None; got {elicit!r}"
+            )
         if tool_budget is not None and not isinstance(tool_budget, ToolBudget):
             raise TypeError(f"tool_budget takes a pegboard.ToolBudget or None, got {tool_budget!r}")
         path = anyio.Path(root)
@@ -225,6 +236,7 @@ class Host:
                 "permissions": rules,
                 "storage": storage,
                 "sandbox": confinement,
+                "elicit": elicit,
             },
             timeout=self.activation_timeout,
             strict=self.strict,

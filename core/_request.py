@@ -251,6 +251,7 @@ class Snapshot:
                 output,
                 title=tool.title,
                 annotations=tool.annotations,
+                extra=tool.extra,
             )
             known = self._defined[name] = (tool, definition)
         return known[1]

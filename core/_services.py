@@ -118,7 +118,7 @@ class BackgroundTasks:
 
 
 #: The services only trusted plugins may use.
-TRUSTED_SERVICES = ("filesystem", "permissions", "sandbox", "storage")
+TRUSTED_SERVICES = ("elicit", "filesystem", "permissions", "sandbox", "storage")
 
 
 class Services:
@@ -157,6 +157,13 @@ class Services:
     def trusted(self) -> bool:
         """Whether the host trusts this plugin with the trusted services."""
         return self._trusted
+
+    @property
+    def elicit(self) -> Any:
+        """The host's elicitation handler (a `pegboard.Elicit`), or None when it gave none:
+        asks the user what a plugin's back end wants to know.
+        """
+        return self._trusted_service("elicit")
 
     @property
     def filesystem(self) -> Any:

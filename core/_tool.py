@@ -11,7 +11,7 @@ import attrs
 
 from ._codec import AttrsCodec, Codec, as_codec
 from ._content import ContentItem, normalize_content
-from ._json import TooLarge, copy_within
+from ._json import TooLarge, copy_within, freeze
 
 __all__ = (
     "LOG_LEVELS",
@@ -50,6 +50,8 @@ async def _ignore_progress(_: Progress) -> None:
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: The most a log message's data may take, serialized: it travels to a client in one frame.
 LOG_DATA_BYTES = 64 * 1024
+#: The most a tool's extra definition fields may take, serialized.
+EXTRA_BYTES = 64 * 1024
 
 
 def _check_level(_: object, __: attrs.Attribute[str], value: object) -> None:
@@ -215,6 +217,27 @@ def _check_callable(_: object, __: attrs.Attribute[Callable[..., Any]], value: o
         raise TypeError(f"execute must be a function, got {type(value).__name__}")
 
 
+def _extra(value: object) -> Mapping[str, Any] | None:
+    """A plain, read-only JSON copy of a definition's extra fields, or None when empty."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"extra is a mapping of JSON fields, got {type(value).__name__}")
+    if not value:
+        return None
+    try:
+        copied = copy_within(dict(value), max_depth=64, max_bytes=EXTRA_BYTES)
+    except TooLarge as error:
+        raise ValueError(
+            f"a tool's extra fields take at most {EXTRA_BYTES // 1024} KiB as JSON, and these "
+            f"are at least {error.size:,} bytes"
+        ) from None
+    except ValueError as error:
+        raise ValueError(f"a tool's extra fields must be JSON: {error}") from None
+    frozen: Mapping[str, Any] = freeze(copied)
+    return frozen
+
+
 def _input_codec(spec: object) -> Codec[Any]:
     return as_codec(spec, role="input")
 
@@ -238,6 +261,9 @@ class Tool:
     #: A short name for people (the model sees the registered name).
     title: str | None = attrs.field(default=None, converter=_title)
     annotations: ToolAnnotations | None = attrs.field(default=None, converter=_annotations)
+    #: Fields of the tool's definition pegboard itself does not use (JSON), kept for
+    #: whoever advertises it again: a mounted MCP tool's ``execution``, ``icons``, ``_meta``.
+    extra: Mapping[str, Any] | None = attrs.field(default=None, converter=_extra, repr=False)
     is_async: bool = attrs.field(init=False, repr=False)
     #: The attrs class whose instances, returned bare, settle on the pipeline's
     #: short path; ``None`` when the output is not an `AttrsCodec`.
@@ -264,6 +290,7 @@ def tool(
     output: Any = None,
     title: str | None = None,
     annotations: ToolAnnotations | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 @overload
 def tool(
@@ -274,6 +301,7 @@ def tool(
     output: Any = None,
     title: str | None = None,
     annotations: ToolAnnotations | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Tool: ...
 def tool(
     *,
@@ -283,6 +311,7 @@ def tool(
     output: Any = None,
     title: str | None = None,
     annotations: ToolAnnotations | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool`; with ``execute`` omitted, return a decorator that does.
 
@@ -291,7 +320,9 @@ def tool(
     omitting ``output`` means it returns model content only. Schemas are checked
     against JSON Schema 2020-12 here, so a bad one fails at import, not at call.
     ``title`` is a short name for people and ``annotations`` a
-    `pegboard.ToolAnnotations` of hints about what the tool does.
+    `pegboard.ToolAnnotations` of hints about what the tool does. ``extra`` holds
+    fields of the definition pegboard itself does not use (JSON, at most 64 KiB),
+    carried unchanged to `ToolDefinition.extra`.
     """
 
     def make(function: Callable[..., Any]) -> Tool:
@@ -302,6 +333,7 @@ def tool(
             output=output,
             title=title,
             annotations=annotations,
+            extra=extra,
         )
 
     return make if execute is None else make(execute)
@@ -317,3 +349,6 @@ class ToolDefinition:
     output_schema: Mapping[str, Any] | None
     title: str | None = None
     annotations: ToolAnnotations | None = None
+    #: Fields of the definition pegboard does not use, as the tool carried them
+    #: (`Tool.extra`): for a host or server that advertises the tool again.
+    extra: Mapping[str, Any] | None = None

@@ -304,6 +304,7 @@ def dump_tool(authored: str, tool: Tool) -> dict[str, Any]:
         "output_schema": None if output is None else thaw(output.json_schema),
         "title": tool.title,
         "annotations": dump_annotations(tool.annotations),
+        "extra": thaw(tool.extra),
     }
 
 
@@ -316,6 +317,7 @@ def dump_definition(definition: ToolDefinition) -> dict[str, Any]:
         "output_schema": thaw(definition.output_schema),
         "title": definition.title,
         "annotations": dump_annotations(definition.annotations),
+        "extra": thaw(definition.extra),
     }
 
 
@@ -328,4 +330,5 @@ def load_definition(data: Mapping[str, Any]) -> ToolDefinition:
         data["output_schema"],
         title=data.get("title"),
         annotations=load_annotations(data.get("annotations")),
+        extra=data.get("extra"),
     )

@@ -2,7 +2,7 @@
 
 Creates ``.venv`` and installs pegboard with its test dependencies, and the
 example plugin in ``examples/pegboard-tabular``, and, with npm, Node 22 and the
-MCP conformance suite in ``.ci-node``, first, so a fresh clone needs only
+MCP conformance suite and reference server in ``.ci-node``, first, so a fresh clone needs only
 ``python3`` and ``npm``. Extra arguments go to pytest.
 """
 
@@ -19,10 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 EXAMPLE = ROOT / "examples" / "pegboard-tabular"
-#: Node 22 and the official MCP conformance suite, for tests/test_mcp_conformance.py
-#: (which reads these two names).
+#: Node 22, the official MCP conformance suite (tests/test_mcp_conformance.py reads
+#: these two names) and the reference server the mount is tested against
+#: (tests/test_mcp_everything.py).
 NODE_PREFIX = ROOT / ".ci-node"
-NODE_PACKAGES = ("node@22.23.3", "@modelcontextprotocol/conformance@0.1.16")
+NODE_PACKAGES = (
+    "node@22.23.3",
+    "@modelcontextprotocol/conformance@0.1.16",
+    "@modelcontextprotocol/server-everything@2026.8.31",
+)
 
 
 def run(*command: str | os.PathLike[str]) -> None:

@@ -177,7 +177,9 @@ def test_content_annotations_are_checked_and_stored() -> None:
     assert outcome == pegboard.load_outcome(stored)
 
 
-def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[str]]:
+def bare_mount(
+    permissions: pegboard.Permissions, elicit: pegboard.Elicit | None = None
+) -> tuple[Any, list[Any], list[str]]:
     """A Mount outside any Location, with what it registers and reports."""
     from pegboard.plugins_builtin.mcp._config import ServerConfig
     from pegboard.plugins_builtin.mcp._mount import Mount
@@ -199,76 +201,178 @@ def bare_mount(permissions: pegboard.Permissions) -> tuple[Any, list[Any], list[
         permissions=permissions,
         services=Services(),  # type: ignore[arg-type]
         root=Path("."),
+        elicit=elicit,
     )
     return mount, registered, reports
 
 
-async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_approver(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A confirmation is the host's permission service's to answer (action
-    mcp.<server>.elicit); a form or a URL is declined, never answered blindly; a host
-    with no approver declines, and the log says why.
+async def test_elicitation_from_a_mounted_server_goes_to_the_hosts_handler() -> None:
+    """A form and a URL reach the host's elicit handler as pegboard.Elicitation, and
+    its answers go back; a decline is remembered by the call that asked (by its task
+    when the server says which), never by an unrelated call; accepted content must
+    fit the form.
     """
-    asked: list[pegboard.PermissionRequest] = []
+    from pegboard.plugins_builtin.mcp._mount import Call
 
-    async def approver(request: pegboard.PermissionRequest) -> Any:
-        asked.append(request)
-        return "once" if len(asked) == 1 else pegboard.Reject()
+    asked: list[pegboard.Elicitation] = []
+    answers = iter(
+        [
+            pegboard.ElicitationAnswer("accept", {"name": "Ada"}),
+            pegboard.ElicitationAnswer("accept"),
+            pegboard.ElicitationAnswer("decline"),
+            pegboard.ElicitationAnswer("cancel"),
+        ]
+    )
 
-    mount, _, _ = bare_mount(pegboard.Permissions(approver=approver))
-    confirm = types.ElicitRequestFormParams(
-        message="Proceed?", requested_schema={"type": "object", "properties": {}}
-    )
-    form = types.ElicitRequestFormParams(
-        message="Your name?",
-        requested_schema={"type": "object", "properties": {"name": {"type": "string"}}},
-    )
+    async def elicit(question: pegboard.Elicitation) -> pegboard.ElicitationAnswer:
+        asked.append(question)
+        return next(answers)
+
+    mount, _, _ = bare_mount(pegboard.Permissions(), elicit=elicit)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    form = types.ElicitRequestFormParams(message="Your name?", requested_schema=schema)
     url = types.ElicitRequestURLParams(
         message="Sign in", url="https://example.com/login", elicitation_id="e1"
     )
-    answers = [
-        (await mount._elicit(None, params)).action for params in (confirm, confirm, form, url)
-    ]
-    assert ["accept", "decline", "decline", "decline"] == answers
-    assert [("mcp.far.elicit", ("Proceed?",))] * 2 == [
-        (request.action, request.resources) for request in asked
-    ]
-    denied, _, _ = bare_mount(
-        pegboard.Permissions([{"action": "mcp.far.elicit", "resource": "*", "effect": "deny"}])
+    related = {"io.modelcontextprotocol/related-task": {"taskId": "t2"}}
+    of_task = types.ElicitRequestFormParams(
+        message="Which one?", requested_schema=schema, _meta=related
     )
-    assert "decline" == (await denied._elicit(None, confirm)).action
-    unattended, _, _ = bare_mount(pegboard.Permissions())  # a host without an approver
-    with caplog.at_level("WARNING", logger="pegboard"):
-        assert "decline" == (await unattended._elicit(None, confirm)).action
-    assert (
-        "server 'far' asked 'Proceed?'; declined: mcp.far.elicit on Proceed? needs approval "
-        "and this host has no approver"
-    ) == caplog.records[-1].getMessage()
+    first, second = Call(context()), Call(context(), task="t2")
+    mount._calls[:] = [first, second]
+    results = [await mount._elicit(None, params) for params in (form, url, of_task, form)]
+    assert [
+        types.ElicitResult(action="accept", content={"name": "Ada"}),
+        types.ElicitResult(action="accept"),
+        types.ElicitResult(action="decline"),
+        types.ElicitResult(action="cancel"),
+    ] == results
+    assert [
+        pegboard.Elicitation(source="MCP server 'far'", message="Your name?", schema=schema),
+        pegboard.Elicitation(
+            source="MCP server 'far'", message="Sign in", url="https://example.com/login"
+        ),
+    ] == asked[:2]
+    # Its task names the call that asked; a question without one is every call's.
+    assert ["its question 'Your name?' was cancelled by the user"] == first.refused
+    assert [
+        "its question 'Which one?' was declined by the user",
+        "its question 'Your name?' was cancelled by the user",
+    ] == second.refused
 
 
-async def test_tools_that_require_tasks_are_left_out_with_a_reason() -> None:
-    """A tool with execution.taskSupport 'required' is not advertised; the reason is recorded."""
+def test_an_elicitation_answer_is_checked() -> None:
+    """Only accept/decline/cancel, and only an accepted answer carries content."""
+    with pytest.raises(ValueError, match="'accept', 'decline' or 'cancel'"):
+        pegboard.ElicitationAnswer("ok")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="only an accepted elicitation has content"):
+        pegboard.ElicitationAnswer("decline", {"name": "Ada"})
+    answer = pegboard.ElicitationAnswer("accept", {"tags": ["a"]})
+    with pytest.raises(TypeError):
+        answer.content["tags"].append("b")  # type: ignore[index]
+
+
+async def test_host_location_takes_only_a_callable_elicit(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """elicit= is an async function or None; the handler is a trusted service."""
+    with pytest.raises(TypeError, match="elicit takes an async function"):
+        async with host.location(workspace, plugins=[], elicit="yes"):  # type: ignore[arg-type]
+            pass
+    untrusted = pegboard.Services("other", trusted=False, available={"elicit": print})
+    with pytest.raises(pegboard.ServiceDenied, match="elicit"):
+        untrusted.elicit  # noqa: B018 - reading it is the test
+    trusted = pegboard.Services("mcp", trusted=True, available={"elicit": None})
+    assert trusted.elicit is None
+
+
+async def test_a_servers_log_messages_go_to_the_one_call_in_flight_or_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With one call in flight, its context.log takes the server's message; with none
+    or several (MCP does not say which call a message belongs to) pegboard's logger
+    does, so one call never sees another's messages.
+    """
+    from pegboard.plugins_builtin.mcp._mount import Call
+
+    mount, _, _ = bare_mount(pegboard.Permissions())
+    received: list[pegboard.ToolLog] = []
+
+    async def log(entry: pegboard.ToolLog) -> None:
+        received.append(entry)
+
+    def message(data: Any, level: str = "warning") -> types.LoggingMessageNotificationParams:
+        return types.LoggingMessageNotificationParams(level=level, logger="db", data=data)  # type: ignore[arg-type]
+
+    caplog.set_level("DEBUG", logger="pegboard")
+    await mount._log(message("before any call"))
+    mount._calls[:] = [Call(context(log=log))]
+    await mount._log(message("during the call", "info"))
+    await mount._log(message({"rows": 3}))
+    await mount._log(message({"huge": "x" * 70_000}))
+    mount._calls.append(Call(context(log=log)))
+    await mount._log(message("while two run", "emergency"))
+    assert [
+        pegboard.ToolLog("info", "during the call"),
+        pegboard.ToolLog("warning", "db (MCP server 'far')", {"rows": 3}),
+    ] == received[:2]
+    assert received[2].message.startswith("db (MCP server 'far') [data left out: ")
+    assert 3 == len(received)
+    assert [
+        ("WARNING", "server 'far': before any call"),
+        ("CRITICAL", "server 'far': while two run"),
+    ] == [(record.levelname, record.getMessage()) for record in caplog.records]
+
+
+async def test_tools_that_require_tasks_are_mounted_and_keep_execution() -> None:
+    """A tool with execution.taskSupport 'required' is advertised: the mount runs it as
+    a task. What pegboard's definition has no field for is kept in Tool.extra.
+    """
     mount, registered, reports = bare_mount(pegboard.Permissions())
     schema = {"type": "object"}
-    mount._register(
-        [
-            types.Tool(name="now", input_schema=schema),
-            types.Tool(
-                name="later",
-                input_schema=schema,
-                execution=types.ToolExecution(task_support="required"),
-            ),
-            types.Tool(
-                name="either",
-                input_schema=schema,
-                execution=types.ToolExecution(task_support="optional"),
-            ),
-        ]
+    later = types.Tool(
+        name="later", input_schema=schema, execution=types.ToolExecution(task_support="required")
     )
-    assert [["now", "either"]] == [list(tools) for tools in registered]
-    [report] = reports
-    assert report.startswith("server 'far': tool 'later' is not mounted: it requires task")
+    extras = {"later": {"execution": {"taskSupport": "required"}, "x-new": [1]}}
+    mount._register([types.Tool(name="now", input_schema=schema), later], extras)
+    [tools] = registered
+    assert ["now", "later"] == list(tools)
+    assert {"execution": {"taskSupport": "required"}, "x-new": [1]} == tools["later"].extra
+    assert tools["now"].extra is None
+    assert [] == reports
+
+
+def test_definition_extra_is_what_pegboard_does_not_carry() -> None:
+    """Every field outside name, title, description, the schemas and the known hints,
+    as the server sent it: execution, icons, _meta, unknown annotations, new fields.
+    """
+    from pegboard.plugins_builtin.mcp._listing import _Listing, definition_extra
+
+    sent = {
+        "tools": [
+            {
+                "name": "t",
+                "title": "T",
+                "description": "d",
+                "inputSchema": {"type": "object"},
+                "execution": {"taskSupport": "optional"},
+                "icons": [{"src": "https://example.com/t.png"}],
+                "annotations": {"readOnlyHint": True, "x-cost": "high"},
+                "_meta": {"vendor/key": 1},
+                "x-later-revision": {"a": 1},
+            },
+            {"name": "plain", "inputSchema": {"type": "object"}},
+        ]
+    }
+    rich, plain = _Listing.model_validate(sent).tools
+    assert {
+        "execution": {"taskSupport": "optional"},
+        "icons": [{"src": "https://example.com/t.png"}],
+        "annotations": {"x-cost": "high"},
+        "_meta": {"vendor/key": 1},
+        "x-later-revision": {"a": 1},
+    } == definition_extra(rich)
+    assert {} == definition_extra(plain)
 
 
 def free_port() -> int:
@@ -579,3 +683,115 @@ async def test_a_call_the_server_refuses_with_401_says_so(
         "the MCP server 'far' refused the call to 'look': it answered 401 Unauthorized: it "
         "refused the credentials in [mcp.servers.far] headers"
     ) in after.error.message
+
+
+TASKS = str(Path(__file__).with_name("mcp_task_peer.py"))
+
+
+async def test_a_task_a_2026_server_makes_is_followed_to_its_end(
+    host: pegboard.Host, workspace: Path, tmp_path: Path
+) -> None:
+    """The mount declares the tasks extension; a call answered with a task is polled to
+    its result, its status messages are progress, its question goes to the host's
+    handler (a decline is no success), what it cannot answer or a failed task fails
+    the call, and a cancelled call cancels the task.
+    """
+    answers = iter(
+        [
+            pegboard.ElicitationAnswer("accept", {"colour": "teal"}),
+            pegboard.ElicitationAnswer("decline"),
+        ]
+    )
+
+    async def elicit(question: pegboard.Elicitation) -> pegboard.ElicitationAnswer:
+        assert "Which colour?" == question.message
+        return next(answers)
+
+    progress: list[str | None] = []
+
+    async def report(update: pegboard.Progress) -> None:
+        progress.append(update.message)
+
+    marker = tmp_path / "marker"
+    servers = {"tp": {"command": [sys.executable, TASKS]}}
+    plugins = [{"name": "mcp", "options": {"servers": servers, "startup_timeout": 30}}]
+    rules = [{"action": "mcp.*", "effect": "allow"}]
+    async with host.location(
+        workspace, plugins=plugins, trusted=["mcp"], permissions=rules, elicit=elicit
+    ) as location:
+        request = location.prepare()
+
+        async def call(name: str, **input: Any) -> pegboard.Outcome:
+            return await request.execute(pegboard.ToolCall(name, input, context(progress=report)))
+
+        written = await call("tp_report", topic="owls")
+        accepted = await call("tp_ask")
+        declined = await call("tp_ask")
+        sampled = await call("tp_sample")
+        failed = await call("tp_fail")
+        with anyio.move_on_after(0.5):
+            await call("tp_slow", marker=str(marker))
+    assert isinstance(written, pegboard.Completed)
+    assert (pegboard.Text("report on owls"),) == written.content
+    assert "working on report" == progress[0]
+    assert isinstance(accepted, pegboard.Completed)
+    assert (pegboard.Text("colour: teal"),) == accepted.content
+    assert isinstance(declined, pegboard.Failed)
+    assert declined.error.message.endswith(
+        "its question 'Which colour?' was declined by the user, so the call is not a success; "
+        "the server said: no colour given"
+    )
+    assert isinstance(sampled, pegboard.Failed)
+    assert "'sampling/createMessage', which pegboard does not answer" in sampled.error.message
+    assert isinstance(failed, pegboard.Failed)
+    assert "could not finish 'fail': the printer is on fire" in failed.error.message
+    await eventually(marker.exists)
+    assert "cancelled" == marker.read_text()
+
+
+async def test_a_task_question_without_a_handler_fails_the_call(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """A host without elicit= cannot answer a task's question: the call fails saying so."""
+    servers = {"tp": {"command": [sys.executable, TASKS]}}
+    async with mounted(host, workspace, servers) as location:
+        outcome = await location.prepare().execute(pegboard.ToolCall("tp_ask", {}, context()))
+    assert isinstance(outcome, pegboard.Failed)
+    assert outcome.error.message == (
+        "the MCP server 'tp' asked the user during 'ask' ('Which colour?'), and this host "
+        "gives no way to ask; its task is cancelled"
+    )
+
+
+async def eventually(condition: Any, *, within: float = 10) -> None:
+    """Wait until ``condition()`` holds: what another process does sends no event here."""
+    with anyio.fail_after(within):
+        for _ in iter(condition, True):
+            await anyio.sleep(0.05)
+
+
+async def test_a_failing_elicit_handler_is_an_error_to_the_server_and_stays_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A handler that raises: the server hears "the user could not be asked", the call
+    remembers that its question was not answered, and the exception's text goes only
+    to the host's log, never towards the model.
+    """
+    from pegboard.plugins_builtin.mcp._mount import Call
+
+    async def elicit(question: pegboard.Elicitation) -> pegboard.ElicitationAnswer:
+        raise RuntimeError("token file /etc/secret unreadable")
+
+    mount, _, _ = bare_mount(pegboard.Permissions(), elicit=elicit)
+    call = Call(context())
+    mount._calls[:] = [call]
+    form = types.ElicitRequestFormParams(
+        message="Proceed?", requested_schema={"type": "object", "properties": {}}
+    )
+    with caplog.at_level("WARNING", logger="pegboard"):
+        answer = await mount._elicit(None, form)
+    assert types.ErrorData(code=types.INTERNAL_ERROR, message="the user could not be asked") == (
+        answer
+    )
+    assert ["its question 'Proceed?' could not be asked"] == call.refused
+    assert "token file /etc/secret unreadable" in caplog.records[-1].getMessage()

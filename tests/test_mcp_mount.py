@@ -300,3 +300,14 @@ async def test_a_served_location_mounts_over_http(
                 await anyio.sleep(0.1)
         tasks.cancel_scope.cancel()
     assert (pegboard.Text("HI"),) == outcome.content
+
+
+async def test_log_level_is_one_of_mcps(host: pegboard.Host, workspace: Path) -> None:
+    """log_level takes MCP's (syslog's) level names only; another keeps the plugin out."""
+    (workspace / "pegboard.toml").write_text(
+        'plugins = ["mcp"]\n[mcp.servers.x]\ncommand = ["y"]\nlog_level = "verbose"\n'
+    )
+    async with host.location(workspace, trusted=["mcp"]) as location:
+        [problem] = location.plugin_errors
+        assert ("mcp", "options") == (problem.plugin, problem.phase)
+        assert "verbose" in problem.message

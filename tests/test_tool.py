@@ -116,3 +116,32 @@ def test_progress_normalizes_content() -> None:
     assert (pegboard.Text("partial"),) == pegboard.Progress(content="partial").content
     with pytest.raises(TypeError, match="content items"):
         pegboard.Progress(content=[1])
+
+
+async def test_extra_definition_fields_reach_the_definition_unchanged(
+    location: pegboard.Location,
+) -> None:
+    """Tool.extra is a read-only JSON copy carried to ToolDefinition.extra, through the
+    confined worker's wire too; what is not JSON, too large or not a mapping is refused.
+    """
+    from pegboard._wire import dump_definition, dump_tool, load_definition
+
+    fields = {"execution": {"taskSupport": "required"}, "icons": [{"src": "a.png"}]}
+    made = pegboard.tool(description="Run.", execute=lambda value, context: "ran", extra=fields)
+    fields["execution"]["taskSupport"] = "forbidden"  # the caller's dict changes nothing
+    assert {"execution": {"taskSupport": "required"}, "icons": [{"src": "a.png"}]} == made.extra
+    with pytest.raises(TypeError):
+        made.extra["icons"].append({})  # type: ignore[index]
+    location.tools.register({"run": made, "plain": pegboard.tool(description="P.", execute=str)})
+    definitions = {d.name: d for d in location.prepare().definitions}
+    assert made.extra == definitions["run"].extra
+    assert definitions["plain"].extra is None
+    assert definitions["run"] == load_definition(dump_definition(definitions["run"]))
+    assert made.extra == dump_tool("run", made)["extra"]
+    assert pegboard.tool(description="E.", execute=str, extra={}).extra is None
+    with pytest.raises(TypeError, match="extra is a mapping"):
+        pegboard.tool(description="E.", execute=str, extra=["execution"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must be JSON"):
+        pegboard.tool(description="E.", execute=str, extra={"when": object()})
+    with pytest.raises(ValueError, match="at most 64 KiB"):
+        pegboard.tool(description="E.", execute=str, extra={"big": "x" * 70_000})

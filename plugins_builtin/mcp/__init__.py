@@ -55,6 +55,7 @@ async def activate_location(
             permissions=services.permissions,
             services=services,
             root=location.root,
+            elicit=services.elicit,
         )
         for config in configs
     ]

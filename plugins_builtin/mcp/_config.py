@@ -17,9 +17,14 @@ __all__ = ("OPTIONS_SCHEMA", "ServerConfig", "server_configs")
 STARTUP_TIMEOUT = 30.0
 #: Seconds one call (or one listing) may take.
 REQUEST_TIMEOUT = 300.0
+#: The least severe log message a server is asked to send (MCP's logging/setLevel).
+LOG_LEVEL = "info"
+#: MCP's log levels, least severe first (syslog's).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 _SECONDS = {"type": "number", "exclusiveMinimum": 0}
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_LOG_LEVEL = {"enum": list(LOG_LEVELS)}
 _URL = {"type": "string", "pattern": "^https?://"}
 _OAUTH = {
     "type": "object",
@@ -42,6 +47,7 @@ _SERVER = {
         "disabled": {"type": "boolean"},
         "startup_timeout": _SECONDS,
         "request_timeout": _SECONDS,
+        "log_level": _LOG_LEVEL,
     },
     "additionalProperties": False,
 }
@@ -50,6 +56,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
     "properties": {
         "startup_timeout": _SECONDS,
         "request_timeout": _SECONDS,
+        "log_level": _LOG_LEVEL,
         "servers": {"type": "object", "additionalProperties": _SERVER},
     },
     "additionalProperties": False,
@@ -78,12 +85,15 @@ class ServerConfig:
     oauth: OAuthClient | None = None
     startup_timeout: float = STARTUP_TIMEOUT
     request_timeout: float = REQUEST_TIMEOUT
+    #: The least severe log message the server is asked to send.
+    log_level: str = LOG_LEVEL
 
 
 def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list[str]]:
     """The enabled servers in ``options`` (already schema-valid), and why others were skipped."""
     startup = float(options.get("startup_timeout", STARTUP_TIMEOUT))
     request = float(options.get("request_timeout", REQUEST_TIMEOUT))
+    log_level = str(options.get("log_level", LOG_LEVEL))
     configs: list[ServerConfig] = []
     problems: list[str] = []
     for name, entry in options.get("servers", {}).items():
@@ -109,6 +119,7 @@ def server_configs(options: Mapping[str, Any]) -> tuple[list[ServerConfig], list
                 oauth=OAuthClient(**oauth) if oauth else None,
                 startup_timeout=float(entry.get("startup_timeout", startup)),
                 request_timeout=float(entry.get("request_timeout", request)),
+                log_level=str(entry.get("log_level", log_level)),
             )
         )
     return configs, problems

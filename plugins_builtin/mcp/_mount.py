@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.metadata
 import json
 import logging
@@ -11,9 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import anyio.lowlevel
+import attrs
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.session import IncomingMessage
+from mcp.client.extension import ClaimContext
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -22,6 +26,8 @@ import pegboard
 from pegboard.mcp import from_mcp_annotations, from_mcp_content
 
 from ._config import ServerConfig
+from ._listing import ServerInput, read_listing
+from ._tasks import TaskHandle, TasksExtension, elicitation_of, follow_task, run_task, runs_as_task
 
 if TYPE_CHECKING:
     import httpx2
@@ -37,6 +43,37 @@ PLUGIN = "mcp"
 _RESERVED_META = "io.modelcontextprotocol/"
 #: How often a dropped list-change subscription is opened again.
 _LISTEN_ATTEMPTS = 3
+#: Where a server's log message goes when no single call of its own can take it.
+_PYTHON_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+_PAST = {"decline": "declined", "cancel": "cancelled"}
+#: Where MCP marks a server's request as part of a task (2025-11-25).
+_RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+@attrs.define(eq=False)
+class Call:
+    """One call in flight on a server: where its logs go, and what its user refused."""
+
+    context: pegboard.ToolContext
+    #: The server's task for this call, once it made one.
+    task: str | None = None
+    #: Each question of the server the user declined or cancelled during the call.
+    refused: list[str] = attrs.Factory(list)
+
+
+#: The call this task is making, for the task a 2026-07-28 server may answer it with.
+_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
+    "pegboard_mcp_call", default=None
+)
 
 
 def _client_info() -> types.Implementation:
@@ -63,8 +100,10 @@ class Mount:
         permissions: pegboard.Permissions,
         services: pegboard.Services,
         root: Path,
+        elicit: pegboard.Elicit | None = None,
     ) -> None:
         self.config = config
+        self._ask_user = elicit
         self._tools = tools
         self._permissions = permissions
         self._services = services
@@ -81,6 +120,10 @@ class Mount:
         self._changed = anyio.Event()
         #: The last 401 or 403 a remote server answered with.
         self._refused: int | None = None
+        #: The calls in flight, for the log messages and questions they cause.
+        self._calls: list[Call] = []
+        #: Each mounted tool as the server listed it: how a call of it is made.
+        self._listed: dict[str, types.Tool] = {}
 
     @property
     def name(self) -> str:
@@ -96,8 +139,9 @@ class Mount:
             with self._scope:
                 async with self._connect() as client:
                     with anyio.fail_after(self.config.request_timeout):
-                        listing = await client.list_tools()
-                    self._register(listing.tools)
+                        await self._set_log_level(client)
+                        listed, extras = await read_listing(client)
+                    self._register(listed, extras)
                     self._client = client
                     self.ready.set()
                     await self._follow_changes(client)
@@ -124,11 +168,19 @@ class Mount:
     async def _connect(self) -> AsyncIterator[Client]:
         options: dict[str, Any] = {
             "message_handler": self._message,
-            "elicitation_callback": self._elicit,
+            "logging_callback": self._log,
+            # 2026-07-28 servers log only for requests that ask, at this level or above.
+            "log_level": self.config.log_level,
             "cache": None,  # listings are re-read on every change anyway
             "client_info": _client_info(),
             "read_timeout_seconds": self.config.request_timeout,
         }
+        if self._ask_user is not None:
+            # Offered only when the host can ask its user: a server that asks
+            # anyway is told no such capability was declared.
+            options["elicitation_callback"] = self._elicit
+        # A 2026-07-28 server may answer any call with a task: follow it to its end.
+        options["extensions"] = [TasksExtension(self._follow)]
         if self.config.url is None:
             command, *arguments = self.config.command
             parameters = StdioServerParameters(
@@ -181,37 +233,152 @@ class Mount:
             issuer=oauth.issuer,
         )
 
-    async def _elicit(
-        self, context: object, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        """A server asks the user: a plain confirmation goes to the host's permission
-        service (action ``mcp.<server>.elicit``); a form or a URL is declined, as
-        pegboard has no way to fill one in.
+    async def _set_log_level(self, client: Client) -> None:
+        """Ask a handshake-era server that logs to send messages at the configured
+        level and above (a 2026-07-28 server is asked on each request instead).
         """
-        message = params.message
-        schema = getattr(params, "requested_schema", None)
-        if schema is None or schema.get("properties"):
-            logger.warning(
-                "server %r asked the user to %s (%r); declined: pegboard answers only "
-                "confirmations from mounted servers",
-                self.name,
-                "open a URL" if schema is None else "fill in a form",
-                message,
-            )
-            return types.ElicitResult(action="decline")
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        if client.server_capabilities.logging is None:
+            return
+        level = self.config.log_level
+        request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # type: ignore[arg-type]
         try:
-            await self._permissions.ask(
-                pegboard.PermissionRequest(
-                    action=f"mcp.{self.name}.elicit",
-                    resources=[message],
-                    metadata={"server": self.name, "message": message},
-                )
+            await client.session.send_request(request, types.EmptyResult)
+        except MCPError as error:
+            logger.warning(
+                "server %r refused logging/setLevel %s: %s", self.name, level, _why(error)
             )
-        except (pegboard.ToolFailure, pegboard.PermissionRejected) as refusal:
-            # The server hears only "decline": the reason is for the host's operator.
-            logger.warning("server %r asked %r; declined: %s", self.name, message, refusal)
-            return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content={})
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A server's log message goes to the calling tool's ``context.log`` when one
+        call of this server is in flight (MCP does not say which request a message
+        belongs to); otherwise to the ``pegboard`` logger, never to another's call.
+        """
+        data = params.data
+        if isinstance(data, str):
+            message, data = data, None
+        else:
+            message = f"{params.logger or 'log'} (MCP server {self.name!r})"
+        try:
+            entry = pegboard.ToolLog(params.level, message, data)
+        except ValueError as error:
+            entry = pegboard.ToolLog(params.level, f"{message} [data left out: {error}]")
+        calls = self._calls
+        if len(calls) == 1:
+            await calls[0].context.log(entry.level, entry.message, entry.data)
+            return
+        logger.log(
+            _PYTHON_LEVELS.get(entry.level, logging.INFO),
+            "server %r: %s%s",
+            self.name,
+            entry.message,
+            "" if entry.data is None else f" {json.dumps(pegboard.thaw(entry.data))}",
+        )
+
+    async def _elicit(
+        self, context: ClientRequestContext | None, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """A server asks the user: the host's ``elicit`` handler answers. A decline or
+        a cancel is remembered, so the call that asked never reports success.
+        """
+        answer, refusal = await self._ask(params)
+        if refusal is not None:
+            self._refuse(params, refusal)
+        return answer
+
+    async def _ask(
+        self, params: types.ElicitRequestParams
+    ) -> tuple[types.ElicitResult | types.ErrorData, str | None]:
+        """The host's answer to ``params``, and how it refused, if it did."""
+        ask = self._ask_user
+        assert ask is not None  # the capability is declared only with a handler
+        source = f"MCP server {self.name!r}"
+        if isinstance(params, types.ElicitRequestURLParams):
+            question = pegboard.Elicitation(source=source, message=params.message, url=params.url)
+        else:
+            question = pegboard.Elicitation(
+                source=source, message=params.message, schema=params.requested_schema
+            )
+        try:
+            answer = await ask(question)
+            if not isinstance(answer, pegboard.ElicitationAnswer):
+                raise TypeError(
+                    f"the host's elicit handler returned {type(answer).__name__}, "
+                    "not a pegboard.ElicitationAnswer"
+                )
+            if answer.action == "accept" and question.schema is not None:
+                pegboard.SchemaCodec(dict(question.schema)).decode(
+                    pegboard.thaw(answer.content or {})
+                )
+        except Exception as error:  # noqa: BLE001 - the server hears an error, the log why
+            logger.warning(
+                "server %r asked %r; the host's answer failed: %s", self.name, params.message, error
+            )
+            failed = types.ErrorData(
+                code=types.INTERNAL_ERROR, message="the user could not be asked"
+            )
+            # The reason is the host's, for its log: the model reads only that it failed.
+            return failed, "could not be asked"
+        if answer.action != "accept":
+            return types.ElicitResult(
+                action=answer.action
+            ), f"was {_PAST[answer.action]} by the user"
+        content = None if question.url is not None else pegboard.thaw(answer.content or {})
+        return types.ElicitResult(action="accept", content=content), None
+
+    async def _follow(self, handle: TaskHandle, claim: ClaimContext) -> types.CallToolResult:
+        """Follow the task a 2026-07-28 server made for the call in flight in this task."""
+        call = _CALL.get()
+        if call is None:  # a task for a call this mount did not make
+            raise pegboard.ToolFailure(
+                f"the MCP server {self.name!r} answered with a task no call of pegboard's made"
+            )
+
+        async def answer(server: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            try:
+                params = elicitation_of(request)
+            except ValueError as error:
+                raise pegboard.ToolFailure(
+                    f"the MCP server {server!r} asked during {claim.tool_name!r} for what "
+                    f"pegboard cannot give: {error}; its task is cancelled"
+                ) from None
+            if self._ask_user is None:
+                raise pegboard.ToolFailure(
+                    f"the MCP server {server!r} asked the user during {claim.tool_name!r} "
+                    f"({params.message!r}), and this host gives no way to ask; its task is "
+                    "cancelled"
+                )
+            result, refusal = await self._ask(params)
+            if refusal is not None:
+                call.refused.append(f"its question {params.message!r} {refusal}")
+            if isinstance(result, types.ErrorData):
+                raise pegboard.ToolFailure(
+                    f"the MCP server {server!r} asked the user during {claim.tool_name!r} "
+                    f"({params.message!r}), and the question could not be asked; its task is "
+                    "cancelled"
+                )
+            return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+        return await follow_task(
+            claim.session,
+            self.name,
+            claim.tool_name,
+            handle,
+            call,
+            answer,
+            within=self.config.request_timeout,
+        )
+
+    def _refuse(self, params: types.ElicitRequestParams, what: str) -> None:
+        """Remember on the call that asked (every call in flight, when MCP does not say
+        which) that its question was not answered.
+        """
+        related = (params.meta or {}).get(_RELATED_TASK)
+        task = related.get("taskId") if isinstance(related, Mapping) else None
+        calls = [call for call in self._calls if task is not None and call.task == task]
+        for call in calls or self._calls:
+            call.refused.append(f"its question {params.message!r} {what}")
 
     async def _message(self, message: IncomingMessage) -> None:
         # Handshake-era servers announce list changes on the connection.
@@ -228,8 +395,8 @@ class Mount:
                 await self._changed.wait()
                 self._changed = anyio.Event()
                 with anyio.fail_after(self.config.request_timeout):
-                    listing = await client.list_tools()
-                self._register(listing.tools)
+                    listed, extras = await read_listing(client)
+                self._register(listed, extras)
 
     async def _listen(self, client: Client) -> None:
         # 2026-07-28 servers announce list changes only on a subscription.
@@ -249,7 +416,7 @@ class Mount:
                 return
         self._report("its tool-list subscription keeps dropping; changes are no longer followed")
 
-    def _register(self, listed: list[types.Tool]) -> None:
+    def _register(self, listed: list[types.Tool], extras: Mapping[str, Mapping[str, Any]]) -> None:
         """Register ``listed``, then close the previous registration: no gap."""
         made: dict[str, pegboard.Tool] = {}
         effective: dict[str, str] = {}
@@ -262,22 +429,16 @@ class Mount:
             else:
                 if name in effective:
                     problem = f"its name becomes {name!r}, as {effective[name]!r} does"
-            if problem is None and _requires_tasks(listed_tool):
-                # Such a tool answers a plain call with an error: advertising it
-                # would offer the model a tool that always fails.
-                problem = (
-                    "it requires task-augmented calls (execution.taskSupport: required), "
-                    "which pegboard does not make"
-                )
             if problem is None:
                 try:
-                    made[listed_tool.name] = self._tool(listed_tool)
-                except (pegboard.SchemaError, ValueError) as error:
+                    made[listed_tool.name] = self._tool(listed_tool, extras.get(listed_tool.name))
+                except (pegboard.SchemaError, ValueError, TypeError) as error:
                     problem = str(error)
             if problem is not None:
                 self._report(f"tool {listed_tool.name!r} is not mounted: {problem}")
                 continue
             effective[name] = listed_tool.name
+        self._listed = {tool.name: tool for tool in listed if tool.name in made}
         previous, self._registration = (
             self._registration,
             self._tools.register(made, namespace=self.name),
@@ -290,7 +451,7 @@ class Mount:
         if registration is not None:
             registration.close()
 
-    def _tool(self, listed: types.Tool) -> pegboard.Tool:
+    def _tool(self, listed: types.Tool, extra: Mapping[str, Any] | None) -> pegboard.Tool:
         description = (listed.description or "").strip() or (
             f"{listed.title or listed.name} (a tool of the MCP server {self.name!r})"
         )
@@ -303,10 +464,11 @@ class Mount:
         return pegboard.tool(
             description=description,
             execute=execute,
-            input=listed.input_schema,
+            input=ServerInput(listed.input_schema),
             output=output,
             title=title if title and title.strip() else None,
             annotations=from_mcp_annotations(listed.annotations),
+            extra=extra,
         )
 
     async def call(
@@ -335,13 +497,28 @@ class Mount:
             update = pegboard.Progress(message=message, current=progress, total=total)
             await context.progress(update)
 
+        call = Call(context)
+        self._calls.append(call)
         try:
-            result = await client.call_tool(
-                tool,
-                arguments,
-                read_timeout_seconds=self.config.request_timeout,
-                progress_callback=forward,
-            )
+            listed = self._listed.get(tool)
+            if listed is not None and runs_as_task(client, listed):
+                result = await run_task(
+                    client, self.name, tool, arguments, call, within=self.config.request_timeout
+                )
+            else:
+                token = _CALL.set(call)
+                try:
+                    result = await client.call_tool(
+                        tool,
+                        arguments,
+                        read_timeout_seconds=self.config.request_timeout,
+                        progress_callback=forward,
+                    )
+                finally:
+                    _CALL.reset(token)
+            # What the server sent before its answer (a last log message) is handled
+            # in tasks of the SDK's own: let them reach this call first.
+            await anyio.lowlevel.checkpoint()
         except MCPError as error:
             if _closed(error):
                 self._lost()
@@ -360,8 +537,20 @@ class Mount:
             raise pegboard.ToolFailure(
                 f"the MCP server {self.name!r} returned invalid output from {tool!r}: {error}"
             ) from None
+        finally:
+            self._calls.remove(call)
         if result.is_error:
             await self._keep_error_content(result, context)
+        elif call.refused:
+            # The server carried on without its answer; the model must not read
+            # that as the user's consent.
+            await self._keep_error_content(result, context)
+            told = _text(result)
+            raise pegboard.ToolFailure(
+                f"the MCP server {self.name!r} asked the user during {tool!r} and "
+                f"{'; '.join(call.refused)}, so the call is not a success"
+                + (f"; the server said: {told}" if told else "")
+            )
         return self._response(tool, result, has_output=has_output)
 
     async def _keep_error_content(
@@ -389,9 +578,7 @@ class Mount:
             if not key.startswith(_RESERVED_META)
         } or None
         if result.is_error:
-            text = "\n".join(
-                block.text for block in result.content if isinstance(block, types.TextContent)
-            )
+            text = _text(result)
             raise pegboard.ToolFailure(
                 text or f"the MCP tool {tool!r} failed without saying why", metadata=metadata
             )
@@ -472,8 +659,9 @@ class _Tokens:
         self._client = client_info
 
 
-def _requires_tasks(listed: types.Tool) -> bool:
-    return listed.execution is not None and listed.execution.task_support == "required"
+def _text(result: types.CallToolResult) -> str:
+    """A result's text blocks, joined."""
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 def _find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
