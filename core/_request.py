@@ -20,6 +20,7 @@ from ._pipeline import Pipeline
 from ._registry import Board
 from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
+from ._tracing import instruments, traced
 
 __all__ = ("Request", "Snapshot")
 
@@ -446,6 +447,19 @@ class Request:
         """
         if not isinstance(call, ToolCall) or not isinstance(call.context, ToolContext):
             raise TypeError("execute() takes a pegboard.ToolCall with a pegboard.ToolContext")
+        found = instruments()
+        if found is None:
+            return await self._execute(call)
+        secrets = self._pipeline.secrets
+        return await traced(
+            found,
+            self._execute,
+            call,
+            redact=None if secrets is None else secrets.redact,
+            trace_content=self._pipeline.trace_content,
+        )
+
+    async def _execute(self, call: ToolCall) -> Outcome:
         identity = CallIdentity.of(call.context)
         name = call.name
         tool = self._tools.get(name)

@@ -12,6 +12,10 @@ import attrs
 from ._codec import AttrsCodec, Codec, as_codec
 from ._content import ContentItem, normalize_content
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._secrets import Secrets
+
 __all__ = (
     "Progress",
     "Tool",
@@ -46,11 +50,13 @@ async def _ignore_progress(_: Progress) -> None:
 class ProgressRecorder:
     """Keeps the last progress content one call reported, for its partial snapshot."""
 
-    __slots__ = ("context", "last")
+    __slots__ = ("context", "last", "secrets")
 
     def __init__(self, context: ToolContext) -> None:
         self.context = context
         self.last: tuple[ContentItem, ...] = ()
+        #: The host's secrets, redacted from each report before anyone sees it.
+        self.secrets: Secrets | None = None
 
 
 #: The recorder of the call whose tool is running in this context. A context
@@ -84,8 +90,11 @@ class ToolContext:
         if not isinstance(update, Progress):
             raise TypeError(f"progress() takes a pegboard.Progress, got {type(update).__name__}")
         recorder = RECORDER.get()
-        if recorder is not None and recorder.context is self and update.content:
-            recorder.last = update.content
+        if recorder is not None and recorder.context is self:
+            if recorder.secrets is not None:
+                update = recorder.secrets.redact_progress(update)
+            if update.content:
+                recorder.last = update.content
         await self._forward(update)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from .._errors import ToolFailure
+from .._tracing import trace_environment
 from . import _bubblewrap
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
@@ -158,6 +159,7 @@ class Sandbox:
         root: Path,
         writable: Iterable[str | os.PathLike[str]] = (),
         environment: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
         visible: Iterable[Path] = (),
         data: Iterable[Path] = (),
         areas: Path | None = None,
@@ -171,6 +173,8 @@ class Sandbox:
         for name, value in self.environment.items():
             if not isinstance(name, str) or not isinstance(value, str) or "=" in name or not name:
                 raise ValueError(f"environment: {name!r}={value!r} is not a variable and a string")
+        #: The host's secrets its rules grant to commands, as environment variables.
+        self._secrets = dict(secrets or {})
         self._visible = tuple(visible)
         #: pegboard's own data (saved approvals): read-only to every command.
         self._data = tuple(data)
@@ -232,7 +236,10 @@ class Sandbox:
         tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-call-"))
         try:
             inside = "/tmp" if self.info.kind == "bubblewrap" else str(tmpdir)
-            environment = allowed_environment(os.environ, {"TMPDIR": inside, **self.environment})
+            environment = allowed_environment(
+                os.environ,
+                {"TMPDIR": inside, **self.environment, **self._secrets, **trace_environment()},
+            )
             if not self.confines:
                 yield Confinement(None, environment, tmpdir)
                 return
