@@ -234,8 +234,13 @@ def continued(meta: Mapping[str, Any] | None) -> Iterator[None]:
         yield
         return
     from opentelemetry import context as otel_context
+    from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+    if trace.get_current_span().get_span_context().is_valid:
+        # The MCP SDK's server span continued it already: ours nests under that.
+        yield
+        return
     carrier = {
         key: meta[key] for key in ("traceparent", "tracestate") if isinstance(meta.get(key), str)
     }
