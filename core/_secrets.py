@@ -165,10 +165,13 @@ class Secrets:
         return item
 
     def redact_outcome(self, outcome: Outcome) -> Outcome:
-        """``outcome`` with every text, output and metadata string redacted."""
+        """``outcome`` with every text, output and metadata string redacted, and its name
+        (a model may call a tool by any name)."""
+        name = None if outcome.name is None else self.redact(outcome.name)
         if isinstance(outcome, Completed):
             return attrs.evolve(
                 outcome,
+                name=name,
                 output=self.redact_json(outcome.output),
                 content=self.redact_content(outcome.content),
                 metadata=self.redact_json(outcome.metadata),
@@ -177,7 +180,9 @@ class Secrets:
         error = attrs.evolve(
             error, message=self.redact(error.message), metadata=self.redact_json(error.metadata)
         )
-        return attrs.evolve(outcome, error=error, partial=self.redact_content(outcome.partial))
+        return attrs.evolve(
+            outcome, name=name, error=error, partial=self.redact_content(outcome.partial)
+        )
 
     def redact_progress(self, update: Progress) -> Progress:
         """A progress report with its message and content redacted."""

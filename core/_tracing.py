@@ -130,7 +130,7 @@ async def traced(
 ) -> Outcome:
     """Run ``execute(call)`` in an ``execute_tool`` span and record its duration."""
     trace = found.trace
-    name = call.name
+    name = call.name if redact is None else redact(call.name)
     context = call.context
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",

@@ -8,6 +8,7 @@ import os
 import urllib.parse
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 __all__ = ("app",)
 
@@ -33,7 +34,7 @@ def reveal(name: str) -> str:
 @app.tool()
 def refuse(name: str) -> str:
     """Fail with the value of environment variable NAME in the error."""
-    raise ValueError(f"cannot use {os.environ.get(name, '')}")
+    raise ToolError(f"cannot use {os.environ.get(name, '')}")
 
 
 if __name__ == "__main__":
