@@ -90,10 +90,11 @@ class ToolContext:
         if not isinstance(update, Progress):
             raise TypeError(f"progress() takes a pegboard.Progress, got {type(update).__name__}")
         recorder = RECORDER.get()
-        if recorder is not None and recorder.context is self:
+        if recorder is not None:
+            # Whatever context a tool reports through, the runner sees no secret.
             if recorder.secrets is not None:
                 update = recorder.secrets.redact_progress(update)
-            if update.content:
+            if recorder.context is self and update.content:
                 recorder.last = update.content
         await self._forward(update)
 

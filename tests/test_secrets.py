@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -103,6 +104,9 @@ def leaking_tools() -> dict[str, pegboard.Tool]:
 
     async def reports_then_completes(input: Any, context: pegboard.ToolContext) -> str:
         await context.progress(pegboard.Progress(content=[pegboard.Text(b64(TOKEN))]))
+        # A context of its own making still reports to the runner's callback.
+        other = attrs.evolve(context, call_id="elsewhere")
+        await other.progress(pegboard.Progress(message=f"aside {DATABASE}"))
         return "done"
 
     async def outputs(input: Any, context: pegboard.ToolContext) -> Any:
