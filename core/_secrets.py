@@ -31,17 +31,18 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BLOCK = 1 << 20
 
 
-def _forms(value: str) -> Iterable[str]:
-    """The value and the encodings of it a tool is likely to print."""
+def _forms(value: str) -> Iterable[tuple[str, ...]]:
+    """The value and the encodings of it a tool is likely to print: each a form to look
+    for, then the longer forms it begins (replaced first where it is found)."""
     raw = value.encode("utf-8", "surrogatepass")
-    yield value
+    yield (value,)
     for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
-        text = encoded.decode("ascii")
-        yield text
-        yield text.rstrip("=")
-    yield urllib.parse.quote(value, safe="")
-    yield urllib.parse.quote(value)
-    yield urllib.parse.quote_plus(value)
+        padded = encoded.decode("ascii")
+        # Looked for without its padding, which a tool may strip.
+        yield (padded.rstrip("="), padded)
+    yield (urllib.parse.quote(value, safe=""),)
+    yield (urllib.parse.quote(value),)
+    yield (urllib.parse.quote_plus(value),)
 
 
 class Secrets:
@@ -53,7 +54,7 @@ class Secrets:
     encodes otherwise is not recognized. An empty `Secrets` changes nothing.
     """
 
-    __slots__ = ("_byte_forms", "_forms", "_marks", "_values", "longest")
+    __slots__ = ("_byte_forms", "_forms", "_values", "longest")
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         if values is None:
@@ -81,18 +82,25 @@ class Secrets:
                 )
             checked[name] = value
         self._values = checked
-        marks: dict[str, str] = {}
+        found: dict[str, tuple[tuple[str, ...], str]] = {}
         # Longer values first: a secret that holds another is redacted whole.
         for name, value in sorted(checked.items(), key=lambda item: -len(item[1])):
             for form in _forms(value):
-                marks.setdefault(form, f"[secret {name}]")
-        self._marks = marks
-        self._forms = tuple(sorted(marks, key=len, reverse=True))
+                found.setdefault(form[0], (tuple(reversed(form)), f"[secret {name}]"))
+        #: Each form to look for, the strings to replace where it is found, the mark.
+        self._forms = tuple((form, *found[form]) for form in sorted(found, key=len, reverse=True))
         self._byte_forms = tuple(
-            (form.encode("utf-8", "surrogatepass"), marks[form].encode()) for form in self._forms
+            (
+                form.encode("utf-8", "surrogatepass"),
+                tuple(each.encode("utf-8", "surrogatepass") for each in replaced),
+                mark.encode(),
+            )
+            for form, replaced, mark in self._forms
         )
         #: The length in bytes of the longest form redacted.
-        self.longest = max((len(form) for form, _ in self._byte_forms), default=0)
+        self.longest = max(
+            (len(each) for _, replaced, _ in self._byte_forms for each in replaced), default=0
+        )
 
     @classmethod
     def of(cls, values: Secrets | Mapping[str, str] | None) -> Secrets:
@@ -113,16 +121,18 @@ class Secrets:
 
     def redact(self, text: str) -> str:
         """``text`` with every value, and its encodings, replaced by ``[secret NAME]``."""
-        for form in self._forms:
+        for form, replaced, mark in self._forms:
             if form in text:
-                text = text.replace(form, self._marks[form])
+                for each in replaced:
+                    text = text.replace(each, mark)
         return text
 
     def redact_bytes(self, data: bytes) -> bytes:
         """`redact` on bytes (UTF-8)."""
-        for form, mark in self._byte_forms:
+        for form, replaced, mark in self._byte_forms:
             if form in data:
-                data = data.replace(form, mark)
+                for each in replaced:
+                    data = data.replace(each, mark)
         return data
 
     def redact_json(self, value: Any) -> Any:

@@ -68,22 +68,60 @@ class Instruments:
 _cached: Instruments | None = None
 
 
+#: Whether a provider may come from the environment (read once, as the API reads it).
+_from_environment: bool | None = None
+#: The API's modules holding its providers, once both are imported.
+_globals: tuple[Any, Any] | None = None
+
+
 def instruments() -> Instruments | None:
     """The instruments to use now, or None: OpenTelemetry not imported, no provider set."""
-    trace = _modules.get("opentelemetry.trace")
-    if trace is None:
+    found = _globals
+    if found is None:
+        trace = _modules.get("opentelemetry.trace")
+        if trace is None:
+            return None
+        return _looked_up(trace)
+    trace, metrics = found
+    # The API's own getters read os.environ on every call while no provider is set:
+    # too slow for every tool call. Its globals say the same in two look-ups.
+    if trace._TRACER_PROVIDER is None and metrics._METER_PROVIDER is None:
         return None
+    return _configured(trace)
+
+
+def _looked_up(trace: Any) -> Instruments | None:
+    """`instruments` the slow way, remembering the API's modules when it can."""
+    global _globals, _from_environment
+    metrics = _modules.get("opentelemetry.metrics._internal")
+    if _from_environment is None:
+        _from_environment = any(
+            name in os.environ
+            for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+        )
+    readable = hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics, "_METER_PROVIDER")
+    if metrics is not None and readable and not _from_environment:
+        _globals = (trace, metrics)
+    return _configured(trace)
+
+
+def _configured(trace: Any) -> Instruments | None:
     metrics = _modules.get("opentelemetry.metrics")
     providers = (
         trace.get_tracer_provider(),
         None if metrics is None else metrics.get_meter_provider(),
     )
     global _cached
-    if _cached is None or _cached.providers != providers:
-        _cached = Instruments(providers)
-    if _cached.tracer is None and _cached.histogram is None:
+    found = _cached
+    if (
+        found is None
+        or found.providers[0] is not providers[0]
+        or found.providers[1] is not providers[1]
+    ):
+        found = _cached = Instruments(providers)
+    if found.tracer is None and found.histogram is None:
         return None
-    return _cached
+    return found
 
 
 def _capturing(trace_content: bool | None) -> bool:
