@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
-__all__ = ("Telemetry", "installed")
+__all__ = ("Telemetry", "installed", "reset_providers")
 
 
 @attrs.frozen
@@ -51,7 +51,7 @@ class Telemetry:
         self.spans.clear()
 
 
-def _reset() -> None:
+def reset_providers() -> None:
     # The API lets a process set its providers once; tests set and restore them.
     trace._TRACER_PROVIDER = None
     trace._TRACER_PROVIDER_SET_ONCE = Once()
@@ -67,12 +67,12 @@ def installed() -> Iterator[Telemetry]:
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    _reset()
+    reset_providers()
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
     try:
         yield Telemetry(exporter, reader)
     finally:
-        _reset()
+        reset_providers()
         tracer_provider.shutdown()
         meter_provider.shutdown()
