@@ -199,6 +199,12 @@ class Host:
             )
         except (TypeError, ValueError) as error:
             raise ConfigError(f"permissions=: {error}") from None
+        # Only what a host rule grants; a config's rules can only narrow.
+        granted = {
+            name: known.value(name)
+            for name in known.names
+            if rules.evaluate("secret", name) == "allow"
+        }
         try:
             confinement = await anyio.to_thread.run_sync(
                 functools.partial(
@@ -207,12 +213,7 @@ class Host:
                     root=resolved,
                     writable=writable,
                     environment=environment,
-                    # Only what a host rule grants; a config's rules can only narrow.
-                    secrets={
-                        name: known.value(name)
-                        for name in known.names
-                        if rules.evaluate("secret", name) == "allow"
-                    },
+                    secrets=granted,
                     visible=[storage.directory],
                     # A command may not save approvals for itself, nor read or plant
                     # another Location's retained output.
@@ -242,7 +243,7 @@ class Host:
         )
         trust = frozenset(trusted) | {BUILTIN}
         try:
-            confining = Confining(confine, trust, network_names(network))
+            confining = Confining(confine, trust, network_names(network), secrets=granted)
         except (TypeError, ValueError) as error:
             raise ConfigError(str(error)) from None
         if any(confining.decide(spec.name, self._plugins) == "confined" for spec in specs):

@@ -21,6 +21,7 @@ from otel import Telemetry, installed
 
 import pegboard
 import pegboard.mcp
+import pegboard.sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -529,3 +530,57 @@ def test_pegboard_call_prints_no_secret(tmp_path: Path) -> None:
     )  # fmt: skip
     assert 2 == short.returncode
     assert "the value of SHORT has 3 characters" in short.stderr
+
+
+ENVIRONMENT_PLUGIN = """
+import os
+
+import pegboard
+
+
+async def show(input, context):
+    return f"token={os.environ.get('TOKEN', 'unset')} other={os.environ.get('OTHER', 'unset')}"
+
+
+@pegboard.hookimpl
+def activate_location(tools):
+    tools.register({"show": pegboard.tool(description="Show.", execute=show,
+                                          input={"type": "object"})})
+
+
+class Plugin:
+    activate_location = staticmethod(activate_location)
+"""
+
+
+@pytest.mark.skipif(
+    pegboard.sandbox.detect("required").reason is not None, reason="no sandbox confines here"
+)
+async def test_a_confined_plugin_gets_only_granted_secrets(
+    tmp_path: Path, workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """A confined worker's environment holds a secret only where a host rule grants it."""
+    folder = tmp_path / "loose"
+    folder.mkdir()
+    module = f"pegboard_secret_plugin_{tmp_path.name.replace('-', '_')}"
+    (folder / f"{module}.py").write_text(ENVIRONMENT_PLUGIN)
+    sys.path.insert(0, str(folder))
+    try:
+        host = pegboard.Host()
+        host.add_plugin("shower", f"{module}:Plugin")
+        for rules, expected in [
+            ([{"action": "secret", "resource": "TOKEN", "effect": "allow"}],
+             "token=[secret TOKEN] other=unset"),
+            ([], "token=unset other=unset"),
+        ]:  # fmt: skip
+            async with host.location(
+                workspace, plugins=["shower"], storage=storage_dir, secrets=SECRETS,
+                permissions=rules,
+            ) as location:  # fmt: skip
+                assert () == location.plugin_errors
+                assert [True] == [info.confined for info in location.plugin_info]
+                outcome = await location.prepare().execute(pegboard.ToolCall("show", {}, context()))
+            assert expected == text_of(outcome)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(module, None)

@@ -338,20 +338,28 @@ def _pth_folders(packages: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def isolated(*, readable: Iterable[Path], network: bool = False) -> Iterator[Confinement]:
+def isolated(
+    *,
+    readable: Iterable[Path],
+    network: bool = False,
+    environment: Mapping[str, str] | None = None,
+) -> Iterator[Confinement]:
     """A confinement that reads only ``readable`` and writes only a private ``/tmp``.
 
     For a process that holds no one's files: a confined plugin's worker. It runs
     under bubblewrap only (a PID namespace, so nothing it starts outlives it); the
     caller checks `detect` first. Its environment is the allow-list with ``HOME``
-    and ``TMPDIR`` pointing at the private ``/tmp``; no network unless ``network``.
+    and ``TMPDIR`` pointing at the private ``/tmp``, plus ``environment``; no network
+    unless ``network``.
     """
     bwrap, reason = _bubblewrap.probe()
     if bwrap is None:
         raise RuntimeError(f"no sandbox isolates a process here: {reason}")
     tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-worker-"))
     try:
-        environment = allowed_environment(os.environ, {"TMPDIR": "/tmp", "HOME": "/tmp"})
+        environment = allowed_environment(
+            os.environ, {**(environment or {}), "TMPDIR": "/tmp", "HOME": "/tmp"}
+        )
         policy = Policy(
             readable=tuple(readable),
             network=network,
