@@ -6,7 +6,7 @@ Run from the repository root::
 
 One small tool (a short text result) is called through ``Request.execute`` in
 three states, each timed round robin against the same call without the
-tracing hook (``Request._execute``, what ``execute`` runs once it has looked):
+tracing hook (``execute`` as it was before it, which ``_execute`` settles):
 OpenTelemetry not imported at all, ``opentelemetry-api`` imported with no
 provider configured (the two cases where pegboard must cost nothing
 measurable: at most 0.3 µs), and the SDK with a span processor exporting to
@@ -66,8 +66,20 @@ def tools() -> dict[str, pegboard.Tool]:
 
 
 def caller(request: pegboard.Request, name: str, *, traced: bool) -> Callable[[], Awaitable[Any]]:
-    """A job making one call per run, its objects built in the loop as a runner's are."""
-    execute = request.execute if traced else request._execute
+    """A job making one call per run, its objects built in the loop as a runner's are.
+
+    Untraced, it runs ``Request.execute`` as it was before the tracing hook: the same
+    check of its argument, then the settling, in one coroutine.
+    """
+
+    async def untraced(call: pegboard.ToolCall) -> pegboard.Outcome:
+        if not isinstance(call, pegboard.ToolCall) or not isinstance(
+            call.context, pegboard.ToolContext
+        ):
+            raise TypeError("execute() takes a pegboard.ToolCall with a pegboard.ToolContext")
+        return await request._execute(call)
+
+    execute = request.execute if traced else untraced
 
     def job() -> Awaitable[Any]:
         context = pegboard.ToolContext(session_id="s", agent="bench", message_id="m", call_id="c")
