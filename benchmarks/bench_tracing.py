@@ -112,7 +112,10 @@ async def overhead(request: pegboard.Request, rounds: int, calls: int) -> tuple[
 
 def lookup_seconds() -> float:
     number = 200_000
-    return min(timeit.repeat(_tracing.instruments, number=number, repeat=5)) / number
+    return (
+        min(timeit.repeat(_tracing.instruments, number=number, repeat=5, timer=time.thread_time))
+        / number
+    )
 
 
 async def main(quick: bool) -> None:
@@ -170,7 +173,14 @@ async def main(quick: bool) -> None:
     secrets = pegboard.Secrets(SECRETS)
     assert "s3cr3t" not in secrets.redact(TEXT)
     number = 50 if quick else 500
-    alone = min(timeit.repeat(lambda: secrets.redact(TEXT), number=number, repeat=5)) / number
+    alone = (
+        min(
+            timeit.repeat(
+                lambda: secrets.redact(TEXT), number=number, repeat=5, timer=time.thread_time
+            )
+        )
+        / number
+    )
     print("## Tracing: per-call cost of Request.execute\n")
     print(f"{rounds} rounds of {calls:,} calls (fewer with the SDK); medians.\n")
     print("| state | per call | over the untraced call |")
