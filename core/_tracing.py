@@ -99,9 +99,14 @@ def _looked_up(trace: Any) -> Instruments | None:
             name in os.environ
             for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
         )
-    readable = hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics, "_METER_PROVIDER")
-    if metrics is not None and readable and not _from_environment:
-        _globals = (trace, metrics)
+    readable = hasattr(trace, "_TRACER_PROVIDER") and (
+        metrics is None or hasattr(metrics, "_METER_PROVIDER")
+    )
+    if readable and not _from_environment:
+        if metrics is not None:
+            _globals = (trace, metrics)
+        if trace._TRACER_PROVIDER is None and (metrics is None or metrics._METER_PROVIDER is None):
+            return None  # nothing set up: nothing to import or build on the event loop
     return _configured(trace)
 
 

@@ -94,6 +94,20 @@ def test_import_pegboard_imports_no_opentelemetry() -> None:
     assert "[]" == found.stdout.strip()
 
 
+def test_with_the_api_imported_and_no_provider_a_call_builds_nothing() -> None:
+    """The look-up imports no more of OpenTelemetry than the host did, and builds nothing."""
+    code = (
+        "import sys, opentelemetry.trace\n"
+        "from pegboard import _tracing\n"
+        "assert _tracing.instruments() is None\n"
+        "print('opentelemetry.metrics' in sys.modules, _tracing._cached)"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "False None" == found.stdout.strip()
+
+
 async def test_without_a_provider_there_are_no_instruments(
     location: pegboard.Location, context: Context
 ) -> None:
