@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ._plugins import PluginError, PluginInfo
     from ._registry import Registration, Tools, effective_name
     from ._request import Request
+    from ._secrets import Secrets
     from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
     from ._storage import ManagedStorage
     from ._tool import (
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
         ToolResponse,
         tool,
     )
+    from ._tracing import trace_context
     from .sandbox import Confinement, Sandbox, SandboxInfo
 
 __all__ = (
@@ -114,6 +116,7 @@ __all__ = (
     "SavedApproval",
     "SchemaCodec",
     "SchemaError",
+    "Secrets",
     "ServiceDenied",
     "Services",
     "Text",
@@ -136,6 +139,7 @@ __all__ = (
     "permission_rules",
     "thaw",
     "tool",
+    "trace_context",
 )
 
 # Each public name is imported from its module on first use (PEP 562): a
@@ -187,6 +191,7 @@ _HOMES = {
     "RetentionError": "._errors",
     "Sandbox": ".sandbox",
     "SandboxInfo": ".sandbox",
+    "Secrets": "._secrets",
     "SavedApproval": "._permissions",
     "SchemaCodec": "._codec",
     "SchemaError": "._errors",
@@ -212,6 +217,7 @@ _HOMES = {
     "permission_rules": "._config",
     "thaw": "._json",
     "tool": "._tool",
+    "trace_context": "._tracing",
 }
 
 

@@ -172,7 +172,12 @@ class Activation:
             worker = Worker(spec.name, Tools(self._board, scope), self.record, self._timeout)
             plugin = ActivePlugin(spec.name, scope, {}, worker=worker)
             try:
-                await worker.spawn(tasks, folder=source[1], network=spec.name in confining.network)
+                await worker.spawn(
+                    tasks,
+                    folder=source[1],
+                    network=spec.name in confining.network,
+                    environment=confining.secrets,
+                )
             except OSError as error:
                 await self._discard(plugin)
                 spawned[spec.name] = error

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,15 +135,23 @@ class Worker:
         #: The calls running in the worker, including cancelled ones not yet over there.
         self.running: set[int] = set()
 
-    async def spawn(self, tasks: anyio.abc.TaskGroup, *, folder: str | None, network: bool) -> None:
+    async def spawn(
+        self,
+        tasks: anyio.abc.TaskGroup,
+        *,
+        folder: str | None,
+        network: bool,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
         """Start the worker process, which boots while the host goes on: a Location
-        starts all its workers at once and activates their plugins in order."""
+        starts all its workers at once and activates their plugins in order.
+        ``environment`` is added to its allow-listed one (the secrets the host grants)."""
         from .sandbox import installation, isolated
 
         self._folder = extra = [folder] if folder else []
         self._network = network
         confinement = self._exits.enter_context(
-            isolated(readable=installation(extra), network=network)
+            isolated(readable=installation(extra), network=network, environment=environment)
         )
         to_worker = os.pipe()
         from_worker = os.pipe()

@@ -6,7 +6,7 @@ when a plugin runs confined.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import attrs
@@ -32,6 +32,8 @@ class Confining:
     trusted: frozenset[str]
     network: frozenset[str] = frozenset()
     reason: str | None = None
+    #: The host's secrets its rules grant, for each worker's environment.
+    secrets: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.mode not in _MODES:

@@ -33,6 +33,7 @@ from ._permissions import Approver, PermissionRule, Permissions, default_approva
 from ._pipeline import Pipeline
 from ._plugins import BUILTIN, PluginInfo, Plugins
 from ._registry import Board, Scope, Tools
+from ._secrets import Secrets, redacting_logs
 from ._services import LocationInfo
 from ._storage import ManagedStorage
 from .sandbox import Mode, Sandbox
@@ -112,6 +113,8 @@ class Host:
         network: Iterable[str] = (),
         tool_budget: ToolBudget | None = None,
         elicit: Elicit | None = None,
+        secrets: Mapping[str, str] | None = None,
+        trace_content: bool | None = None,
     ) -> AsyncIterator[Location]:
         """Open the Location at ``root`` with its plugins activated.
 
@@ -154,7 +157,19 @@ class Host:
         ``"required"`` also refuses untrusted in-process plugins
         (`add_plugin`), which cannot be confined; ``"off"`` runs every plugin in
         this process. ``location.plugin_info`` says which way each ran; see
-        docs/host-guide.md, "Confined plugins". Closing
+        docs/host-guide.md, "Confined plugins".
+
+        ``secrets`` maps names to values only the host knows (a Location's config
+        can neither add nor read them; a value has at least 8 characters). Every
+        value, and its base64 and URL encodings, is replaced by ``[secret NAME]``
+        in all a call publishes or keeps: outcomes, progress, retained files,
+        spans, pegboard's log records and the questions the approver sees. A
+        command (``bash``, manifest tools) gets a secret as an environment
+        variable only where a host rule allows it: ``{"action": "secret",
+        "resource": NAME, "effect": "allow"}``. ``trace_content=True`` records
+        each call's arguments and result, bounded and redacted, on its span
+        (default: the ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+        environment variable); see docs/host-guide.md, "Tracing" and "Secrets". Closing
         tears plugins down in reverse order and removes every registration made
         in the Location.
         """
@@ -167,6 +182,9 @@ class Host:
             )
         if tool_budget is not None and not isinstance(tool_budget, ToolBudget):
             raise TypeError(f"tool_budget takes a pegboard.ToolBudget or None, got {tool_budget!r}")
+        known = Secrets.of(secrets)
+        if trace_content is not None and not isinstance(trace_content, bool):
+            raise TypeError(f"trace_content takes True, False or None, got {trace_content!r}")
         path = anyio.Path(root)
         if not await path.is_dir():
             raise NotADirectoryError(f"a Location's root must be a directory: {path}")
@@ -179,7 +197,7 @@ class Host:
             storage = ManagedStorage(storage)
         # Each Location keeps, sees and prunes only its own area of the storage.
         areas = storage.directory
-        storage = storage.for_location(resolved)
+        storage = attrs.evolve(storage.for_location(resolved), secrets=known or None)
         await storage.prune()
         # The config's own rules come after the host's: they narrow, never widen.
         ordered = location_rules(
@@ -187,9 +205,17 @@ class Host:
         )
         approvals = default_approvals_file(resolved)
         try:
-            rules = Permissions(ordered, approver=approver, approvals_file=approvals)
+            rules = Permissions(
+                ordered, approver=approver, approvals_file=approvals, secrets=known or None
+            )
         except (TypeError, ValueError) as error:
             raise ConfigError(f"permissions=: {error}") from None
+        # Only what a host rule grants; a config's rules can only narrow.
+        granted = {
+            name: known.value(name)
+            for name in known.names
+            if rules.evaluate("secret", name) == "allow"
+        }
         try:
             confinement = await anyio.to_thread.run_sync(
                 functools.partial(
@@ -198,6 +224,7 @@ class Host:
                     root=resolved,
                     writable=writable,
                     environment=environment,
+                    secrets=granted,
                     visible=[storage.directory],
                     # A command may not save approvals for itself, nor read or plant
                     # another Location's retained output.
@@ -211,7 +238,13 @@ class Host:
         location = Location(
             resolved,
             self._board,
-            Pipeline(limits, storage, max_input_bytes),
+            Pipeline(
+                limits,
+                storage,
+                max_input_bytes,
+                secrets=known or None,
+                trace_content=trace_content,
+            ),
             filesystem=filesystem,
             permissions=rules,
             enabled=tuple(spec.name for spec in specs),
@@ -221,7 +254,7 @@ class Host:
         )
         trust = frozenset(trusted) | {BUILTIN}
         try:
-            confining = Confining(confine, trust, network_names(network))
+            confining = Confining(confine, trust, network_names(network), secrets=granted)
         except (TypeError, ValueError) as error:
             raise ConfigError(str(error)) from None
         if any(confining.decide(spec.name, self._plugins) == "confined" for spec in specs):
@@ -245,21 +278,23 @@ class Host:
         raised: BaseException | None = None
         # Plugins' background tasks (services.tasks) live in this group, each
         # plugin's in a group of its own, until every plugin's teardown has run.
-        async with anyio.create_task_group() as tasks:
-            try:
-                await activation.activate(specs, trust, tasks)
-                location._attach(activation, self._plugins)
-                yield location
-            except BaseException as error:  # noqa: BLE001 - re-raised below, unwrapped
-                # Raised outside the task group, so the caller sees its own
-                # exception rather than an ExceptionGroup around it.
-                raised = error
-            finally:
+        # pegboard's log records never show a secret while the Location is open.
+        with redacting_logs(known):
+            async with anyio.create_task_group() as tasks:
                 try:
-                    await activation.close()
+                    await activation.activate(specs, trust, tasks)
+                    location._attach(activation, self._plugins)
+                    yield location
+                except BaseException as error:  # noqa: BLE001 - re-raised below, unwrapped
+                    # Raised outside the task group, so the caller sees its own
+                    # exception rather than an ExceptionGroup around it.
+                    raised = error
                 finally:
-                    location._close()
-                    tasks.cancel_scope.cancel()
+                    try:
+                        await activation.close()
+                    finally:
+                        location._close()
+                        tasks.cancel_scope.cancel()
         if raised is not None:
             raise raised
 

@@ -141,6 +141,15 @@ class Location:
         """
         return self._pipeline.storage
 
+    def redact(self, text: str) -> str:
+        """``text`` with the host's secrets (``host.location(secrets=...)``) redacted.
+
+        For what a host shows besides outcomes, which are redacted already: an
+        exception's message, say.
+        """
+        secrets = self._pipeline.secrets
+        return text if secrets is None else secrets.redact(text)
+
     @property
     def closed(self) -> bool:
         return self._closed

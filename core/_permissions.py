@@ -20,6 +20,10 @@ import attrs
 
 from ._errors import ToolFailure
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._secrets import Secrets
+
 __all__ = (
     "Approver",
     "PermissionRejected",
@@ -205,8 +209,11 @@ class Permissions:
         *,
         approver: Approver | None = None,
         approvals_file: Path | None = None,
+        secrets: Secrets | None = None,
     ) -> None:
         self.rules = _rules(rules)
+        #: The host's secrets: the approver and a rejection never show a value.
+        self._secrets = secrets
         self._approver = approver
         self._file = approvals_file
         self._saved: list[SavedApproval] | None = None
@@ -265,20 +272,25 @@ class Permissions:
             return
         if self._approver is None:
             raise PermissionRejected(
-                f"{request.action} on {', '.join(pending)} needs approval and this host "
-                "has no approver",
-                request=request,
+                self._redact(
+                    f"{request.action} on {', '.join(pending)} needs approval and this host "
+                    "has no approver"
+                ),
+                request=self._shown(request),
             )
         answer = await self._question(request, self._approver)
         if answer == "once":
             return
         if answer == "always":
-            await self._save(request)
+            # Saved as shown: a pattern holding a secret is never written down.
+            await self._save(self._shown(request))
             return
         if isinstance(answer, Reject):
             if answer.message:
                 raise ToolFailure(f"the user rejected {request.action}: {answer.message}")
-            raise PermissionRejected(f"the user rejected {request.action}", request=request)
+            raise PermissionRejected(
+                self._redact(f"the user rejected {request.action}"), request=self._shown(request)
+            )
         raise TypeError(
             f"the approver answered {answer!r}; answer 'once', 'always' or pegboard.Reject(...)"
         )
@@ -298,11 +310,28 @@ class Permissions:
             # The one who asked was cancelled or failed: ask again ourselves.
         question = self._asking[key] = _Question()
         try:
-            question.answer = await approver(request)
+            question.answer = await approver(self._shown(request))
             return question.answer
         finally:
             del self._asking[key]
             question.answered.set()
+
+    def _redact(self, text: str) -> str:
+        return text if self._secrets is None else self._secrets.redact(text)
+
+    def _shown(self, request: PermissionRequest) -> PermissionRequest:
+        """``request`` as the approver may see it: no secret's value in it."""
+        secrets = self._secrets
+        if secrets is None:
+            return request
+        return PermissionRequest(
+            action=secrets.redact(request.action),
+            resources=[secrets.redact(item) for item in request.resources],
+            always=[secrets.redact(item) for item in request.always],
+            metadata=secrets.redact_json(request.metadata),
+            opaque=[secrets.redact(item) for item in request.opaque],
+            embedding=[secrets.redact(item) for item in request.embedding],
+        )
 
     async def approvals(self) -> tuple[SavedApproval, ...]:
         """The saved "always" approvals of this Location, oldest first, read afresh."""

@@ -37,6 +37,7 @@ from ._outcome import (
     settled,
 )
 from ._plugins import PluginError
+from ._secrets import Secrets
 from ._storage import ManagedStorage
 from ._tool import RECORDER, ProgressRecorder, Tool, ToolContext, ToolResponse
 
@@ -112,6 +113,10 @@ class Pipeline:
     storage: ManagedStorage
     max_input_bytes: int
     after_hooks: Sequence[AfterHook] = ()
+    #: The host's secrets, redacted from all a call publishes; None when there are none.
+    secrets: Secrets | None = None
+    #: Whether spans record arguments and results (None: as the environment says).
+    trace_content: bool | None = None
 
     async def run(self, name: str, tool: Tool, call: ToolCall, identity: CallIdentity) -> Outcome:
         """Steps 2 to 8 for a resolved call."""
@@ -130,6 +135,7 @@ class Pipeline:
         recorder = _new(ProgressRecorder)  # two slots, set without an __init__ call
         recorder.context = context
         recorder.last = ()
+        recorder.secrets = self.secrets
         token = RECORDER.set(recorder)
         failure: ToolFailure | None = None
         # No broad except here: cancellation and defects propagate unchanged.
@@ -168,7 +174,8 @@ class Pipeline:
                 partial=recorder.last,
                 tool=tool,
             )
-        if not self.after_hooks and type(result) is tool._bare_output:
+        secrets = self.secrets
+        if not self.after_hooks and secrets is None and type(result) is tool._bare_output:
             settled = self.settle_bare(tool, result, identity, name)
             if settled is not None:
                 return settled
@@ -182,13 +189,13 @@ class Pipeline:
             outcome = self.complete(tool, output, content, metadata, identity, name)
             # Measuring checks the text for UTF-8 too: text that fits is encoded to
             # measure it (ASCII needs no encoding), text that does not as it is retained.
-            if fits(outcome.content, self.limits):
+            if secrets is None and fits(outcome.content, self.limits):
                 if not self.after_hooks:
                     return outcome  # nothing to bound, nobody to tell: skip the general path
                 bounded: Outcome = outcome
                 managed: tuple[Path, ...] = ()
-            else:
-                bounded, managed = await self.bound(outcome, fitting=False)
+            else:  # with secrets, measured once redacted
+                bounded, managed = await self.bound(outcome, fitting=None if secrets else False)
         except ValueError as error:
             return await self.fail(
                 identity,
@@ -407,8 +414,13 @@ class Pipeline:
 
         Text is checked for UTF-8 as it is measured or retained (`InvalidText`).
         ``fitting`` is what `fits` already said of a completed outcome's content.
-        Files written before a failure or cancellation are deleted.
+        Files written before a failure or cancellation are deleted. The host's
+        secrets are redacted first, here, where everything published passes:
+        before the cut, so no value is split by it.
         """
+        if self.secrets is not None:
+            outcome = self.secrets.redact_outcome(outcome)
+            fitting = None
         if isinstance(outcome, Completed):
             # bound_content measures once; content that fits comes back as it was.
             bounded = await bound_content(

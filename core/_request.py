@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -20,6 +20,7 @@ from ._pipeline import Pipeline
 from ._registry import Board
 from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
+from ._tracing import instruments, traced
 
 __all__ = ("Request", "Snapshot")
 
@@ -447,6 +448,21 @@ class Request:
         """
         if not isinstance(call, ToolCall) or not isinstance(call.context, ToolContext):
             raise TypeError("execute() takes a pegboard.ToolCall with a pegboard.ToolContext")
+        found = instruments()
+        if found is None:
+            return await self._execute(call)
+        secrets = self._pipeline.secrets
+        return await traced(
+            found,
+            self._execute,
+            call,
+            redact=None if secrets is None else secrets.redact,
+            trace_content=self._pipeline.trace_content,
+        )
+
+    def _execute(self, call: ToolCall) -> Awaitable[Outcome]:
+        """The settling of ``call``, to await: a plain function, so that the untraced
+        path adds no coroutine frame."""
         identity = CallIdentity.of(call.context)
         name = call.name
         tool = self._tools.get(name)
@@ -455,7 +471,7 @@ class Request:
                 self._search_tool = search_tool(self._search)
             tool = self._search_tool
         if self.final_step:
-            return await self._pipeline.fail(
+            return self._pipeline.fail(
                 identity,
                 name,
                 "final_step",
@@ -464,20 +480,20 @@ class Request:
             )
         if tool is None or name in self._withdrawn:
             if name in self._withdrawn:
-                return await self._pipeline.fail(
+                return self._pipeline.fail(
                     identity,
                     name,
                     "unavailable",
                     f"tool {name!r} is not available for this request; use another tool",
                 )
             known = ", ".join(definition.name for definition in self.definitions[:20])
-            return await self._pipeline.fail(
+            return self._pipeline.fail(
                 identity,
                 name,
                 "unknown_tool",
                 f"there is no tool named {name!r}; available tools: {known or '(none)'}",
             )
-        return await self._pipeline.run(name, tool, call, identity)
+        return self._pipeline.run(name, tool, call, identity)
 
     def _search(self, query: str, limit: int) -> tuple[ToolDefinition, ...]:
         only, exclude = self._scope()

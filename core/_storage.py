@@ -19,6 +19,10 @@ import attrs
 
 from ._errors import RetentionError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._secrets import Secrets
+
 __all__ = ("ManagedStorage", "default_storage_directory")
 
 logger = logging.getLogger("pegboard")
@@ -99,6 +103,9 @@ class ManagedStorage:
     retention: datetime.timedelta = attrs.field(
         default=datetime.timedelta(days=7), validator=_positive
     )
+    #: The host's secrets: a file streamed in (`begin_sync`) is redacted before it
+    #: gets its name. Set by ``host.location()``.
+    secrets: Secrets | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     def for_location(self, root: str | os.PathLike[str]) -> ManagedStorage:
         """The same storage narrowed to the area of the Location at ``root`` (a real path).
@@ -179,11 +186,19 @@ class ManagedStorage:
         pending = _pending(path)
         try:
             try:
+                if self.secrets:
+                    # Rewritten redacted under the pending name, then held again.
+                    written, descriptor = descriptor, -1
+                    os.close(written)
+                    self.secrets.redact_file(pending)
+                    descriptor = os.open(pending, os.O_RDONLY | os.O_NOFOLLOW)
+                    _lock(descriptor)
                 if flush:
                     os.fsync(descriptor)
                 self._publish(pending, path)
             finally:
-                os.close(descriptor)
+                if descriptor >= 0:
+                    os.close(descriptor)
         except OSError as error:
             pending.unlink(missing_ok=True)
             raise RetentionError(

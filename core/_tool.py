@@ -13,6 +13,10 @@ from ._codec import AttrsCodec, Codec, as_codec
 from ._content import ContentItem, normalize_content
 from ._json import TooLarge, copy_within, freeze
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._secrets import Secrets
+
 __all__ = (
     "LOG_LEVELS",
     "Progress",
@@ -99,11 +103,13 @@ async def _ignore_log(_: ToolLog) -> None:
 class ProgressRecorder:
     """Keeps the last progress content one call reported, for its partial snapshot."""
 
-    __slots__ = ("context", "last")
+    __slots__ = ("context", "last", "secrets")
 
     def __init__(self, context: ToolContext) -> None:
         self.context = context
         self.last: tuple[ContentItem, ...] = ()
+        #: The host's secrets, redacted from each report before anyone sees it.
+        self.secrets: Secrets | None = None
 
 
 #: The recorder of the call whose tool is running in this context. A context
@@ -141,8 +147,12 @@ class ToolContext:
         if not isinstance(update, Progress):
             raise TypeError(f"progress() takes a pegboard.Progress, got {type(update).__name__}")
         recorder = RECORDER.get()
-        if recorder is not None and recorder.context is self and update.content:
-            recorder.last = update.content
+        if recorder is not None:
+            # Whatever context a tool reports through, the runner sees no secret.
+            if recorder.secrets is not None:
+                update = recorder.secrets.redact_progress(update)
+            if recorder.context is self and update.content:
+                recorder.last = update.content
         await self._forward(update)
 
     async def log(self, level: str, message: str, data: Any = None) -> None:
@@ -152,7 +162,15 @@ class ToolContext:
         serve`` sends it to the client as an MCP log notification. A log message
         is for people watching; what the model should see belongs in the result.
         """
-        await self._send_log(ToolLog(level, message, data))
+        record = ToolLog(level, message, data)
+        recorder = RECORDER.get()
+        if recorder is not None and recorder.secrets is not None:
+            # As with progress: whatever context a tool logs through, no secret leaves.
+            secrets = recorder.secrets
+            record = ToolLog(
+                record.level, secrets.redact(record.message), secrets.redact_json(record.data)
+            )
+        await self._send_log(record)
 
 
 @attrs.frozen

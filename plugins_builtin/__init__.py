@@ -26,7 +26,7 @@ async def activate_location(
     filesystem: pegboard.Filesystem = services.filesystem
     permissions: pegboard.Permissions = services.permissions
     storage: pegboard.ManagedStorage = services.storage
-    shell = Shell(filesystem, permissions, storage.directory, sandbox=services.sandbox)
+    shell = Shell(filesystem, permissions, storage, sandbox=services.sandbox)
     tools.register(
         {
             **Files(filesystem, permissions).tools(),

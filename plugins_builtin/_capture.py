@@ -28,9 +28,19 @@ class Capture:
     """
 
     def __init__(
-        self, spool_dir: Path, *, head_bytes: int, tail_bytes: int, spool_bytes: int
+        self,
+        spool_dir: Path | pegboard.ManagedStorage,
+        *,
+        head_bytes: int,
+        tail_bytes: int,
+        spool_bytes: int,
     ) -> None:
-        self._storage = pegboard.ManagedStorage(spool_dir)
+        # The Location's own storage redacts the host's secrets as the file is finished.
+        self._storage = (
+            spool_dir
+            if isinstance(spool_dir, pegboard.ManagedStorage)
+            else pegboard.ManagedStorage(spool_dir)
+        )
         self._head_limit = head_bytes
         self._tail_limit = tail_bytes
         self._spool_limit = spool_bytes

@@ -107,7 +107,7 @@ class Shell:
         self,
         filesystem: pegboard.Filesystem,
         permissions: pegboard.Permissions,
-        spool_dir: Path,
+        spool_dir: Path | pegboard.ManagedStorage,
         *,
         sandbox: pegboard.Sandbox,
         limits: Limits | None = None,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from otel import reset_providers
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -23,6 +25,13 @@ def _examples() -> list[object]:
             name = f"{document.relative_to(ROOT)}:{line}"
             found.append(pytest.param(match.group(1), id=name))
     return found
+
+
+@pytest.fixture(autouse=True)
+def unset_telemetry() -> Iterator[None]:
+    """An example may set OpenTelemetry's providers, as a host does once: unset after."""
+    yield
+    reset_providers()
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

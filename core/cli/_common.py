@@ -109,6 +109,50 @@ def add_location_options(command: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def add_secret_options(command: argparse.ArgumentParser) -> None:
+    """``--secret NAME``, for the commands that run tools."""
+    command.add_argument(
+        "--secret", action="append", default=[], metavar="NAME", dest="secrets",
+        help="hand the tools the secret NAME, the value of the environment variable NAME "
+        "(at least 8 characters), redacted from all output; a command gets it as NAME only "
+        "with --allow secret:NAME (repeatable)",
+    )  # fmt: skip
+
+
+def secret_values(arguments: argparse.Namespace) -> dict[str, str]:
+    """The values ``--secret`` names, from the environment; `UsageError` when one is missing."""
+    values: dict[str, str] = {}
+    for name in getattr(arguments, "secrets", ()):
+        value = os.environ.get(name)
+        if value is None:
+            raise UsageError(
+                f"--secret {name}: the environment has no variable {name}; export it first, "
+                "or leave the option out"
+            )
+        values[name] = value
+    from pegboard import Secrets
+
+    try:
+        Secrets(values)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"--secret: {str(error).removeprefix('secrets=: ')}") from None
+    return values
+
+
+def redact(arguments: argparse.Namespace, text: str) -> str:
+    """``text`` without the values of the ``--secret`` options."""
+    names = getattr(arguments, "secrets", ())
+    if not names:
+        return text
+    from pegboard import Secrets
+
+    values = {name: os.environ[name] for name in names if name in os.environ}
+    try:
+        return Secrets(values).redact(text)
+    except (TypeError, ValueError):
+        return text  # refused before any tool ran: nothing could hold them
+
+
 def check_trust(arguments: argparse.Namespace, enabled: Sequence[str]) -> None:
     """A ``--trust`` naming a plugin that is not enabled is a mistake: say so."""
     stray = [name for name in arguments.trust if name not in enabled]
@@ -125,10 +169,10 @@ def print_error(arguments: argparse.Namespace, error: BaseException) -> None:
     if getattr(arguments, "debug", False):
         import traceback
 
-        traceback.print_exception(error)
+        print(redact(arguments, "".join(traceback.format_exception(error))), file=sys.stderr)
     from ._words import in_cli_words
 
-    print(f"pegboard: error: {in_cli_words(str(error))}", file=sys.stderr)
+    print(f"pegboard: error: {redact(arguments, in_cli_words(str(error)))}", file=sys.stderr)
 
 
 #: What `warn` has printed, so that each warning is printed once.

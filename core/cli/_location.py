@@ -6,7 +6,15 @@ import argparse
 import os
 import sys
 
-from ._common import Exit, UsageError, add_location_options, check_trust, warn
+from ._common import (
+    Exit,
+    UsageError,
+    add_location_options,
+    add_secret_options,
+    check_trust,
+    secret_values,
+    warn,
+)
 from ._rules import add_permission_options, host_rules
 from ._sandbox import add_sandbox_options, sandbox_settings, say_sandbox
 
@@ -66,6 +74,7 @@ def add(commands: Any) -> None:
     add_location_options(call)
     add_sandbox_options(call)
     add_permission_options(call)
+    add_secret_options(call)
     answer = call.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true", help="approve permission requests")
     answer.add_argument("--no", "-n", action="store_true", help="reject permission requests")
@@ -93,6 +102,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
 
         storage = RecordingStorage()
         approver = approver_for(yes=arguments.yes, no=arguments.no)
+    secrets = secret_values(arguments)
     async with Host().location(
         arguments.location,
         plugins=arguments.plugins,
@@ -100,6 +110,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         storage=storage,
         permissions=rules,
         approver=approver,
+        secrets=secrets,
         **sandbox,
     ) as location:
         check_trust(arguments, location.enabled)

@@ -10,9 +10,11 @@ from ._common import (
     Exit,
     UsageError,
     add_location_options,
+    add_secret_options,
     check_trust,
     path,
     print_error,
+    secret_values,
     warn,
 )
 from ._rules import add_permission_options, host_rules
@@ -41,6 +43,7 @@ def add(commands: Any) -> None:
     add_location_options(serve)
     add_sandbox_options(serve)
     add_permission_options(serve)
+    add_secret_options(serve)
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio",
         help="stdio (default) or streamable HTTP",
@@ -229,12 +232,14 @@ async def _serve_location(
     from pegboard.mcp import ClientApprover, serve
 
     approver = ClientApprover(client_approval=arguments.client_approval)
+    secrets = secret_values(arguments)
     async with Host().location(
         arguments.location,
         plugins=arguments.plugins,
         trusted=arguments.trust,
         permissions=rules,
         approver=approver,
+        secrets=secrets,
         **sandbox,
     ) as location:
         check_trust(arguments, location.enabled)

@@ -29,6 +29,7 @@ from .._outcome import ToolCall
 from .._permissions import PermissionRejected, asker
 from .._plugins import PluginError
 from .._tool import LOG_LEVELS, ToolContext, ToolDefinition
+from .._tracing import continued
 from ._annotations import to_mcp_annotations
 from ._approver import InputNeeded, current_channel
 from ._call import Channel, call_result
@@ -283,7 +284,8 @@ class LocationServer(Server[Run]):
         # This call's questions are its client's alone: never shared with another's.
         asking = asker.set(channel)
         try:
-            outcome = await request.execute(call)
+            with continued(params.meta):
+                outcome = await request.execute(call)
         except InputNeeded as needed:
             return channel.input_required(needed)
         except BaseExceptionGroup as group:
@@ -295,7 +297,8 @@ class LocationServer(Server[Run]):
         except PermissionRejected as error:
             # A refusal is the model's to read and work around, as a tool result;
             # the pipeline left it unsettled so that a host could stop the run.
-            return types.CallToolResult(content=[types.TextContent(text=str(error))], is_error=True)
+            text = self.location.redact(str(error))
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
         except RetentionError as error:
             # The call could not settle: an error response, not a tool result,
             # and the cause (paths, system errors) for the operator alone.

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from .._errors import ToolFailure
+from .._tracing import trace_environment
 from . import _bubblewrap
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
@@ -157,6 +158,7 @@ class Sandbox:
         root: Path,
         writable: Iterable[str | os.PathLike[str]] = (),
         environment: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
         visible: Iterable[Path] = (),
         data: Iterable[Path] = (),
         areas: Path | None = None,
@@ -170,6 +172,8 @@ class Sandbox:
         for name, value in self.environment.items():
             if not isinstance(name, str) or not isinstance(value, str) or "=" in name or not name:
                 raise ValueError(f"environment: {name!r}={value!r} is not a variable and a string")
+        #: The host's secrets its rules grant to commands, as environment variables.
+        self._secrets = dict(secrets or {})
         self._visible = tuple(visible)
         #: pegboard's own data (saved approvals): read-only to every command.
         self._data = tuple(data)
@@ -233,7 +237,10 @@ class Sandbox:
         tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-call-"))
         try:
             inside = "/tmp" if self.info.kind == "bubblewrap" else str(tmpdir)
-            environment = allowed_environment(os.environ, {"TMPDIR": inside, **self.environment})
+            environment = allowed_environment(
+                os.environ,
+                {"TMPDIR": inside, **self.environment, **self._secrets, **trace_environment()},
+            )
             if not self.confines:
                 yield Confinement(None, environment, tmpdir)
                 return
@@ -332,13 +339,19 @@ def _pth_folders(packages: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def isolated(*, readable: Iterable[Path], network: bool = False) -> Iterator[Confinement]:
+def isolated(
+    *,
+    readable: Iterable[Path],
+    network: bool = False,
+    environment: Mapping[str, str] | None = None,
+) -> Iterator[Confinement]:
     """A confinement that reads only ``readable`` and writes only a private ``/tmp``.
 
     For a process that holds no one's files: a confined plugin's worker. It runs
     under bubblewrap only (a PID namespace, so nothing it starts outlives it); the
     caller checks `detect` first. Its environment is the allow-list with ``HOME``
-    and ``TMPDIR`` pointing at the private ``/tmp``; no network unless ``network``.
+    and ``TMPDIR`` pointing at the private ``/tmp``, plus ``environment``; no network
+    unless ``network``.
     """
     bwrap, reason = _bubblewrap.probe()
     if bwrap is None:
@@ -347,7 +360,9 @@ def isolated(*, readable: Iterable[Path], network: bool = False) -> Iterator[Con
 
     tmpdir = Path(tempfile.mkdtemp(prefix="pegboard-worker-"))
     try:
-        environment = allowed_environment(os.environ, {"TMPDIR": "/tmp", "HOME": "/tmp"})
+        environment = allowed_environment(
+            os.environ, {**(environment or {}), "TMPDIR": "/tmp", "HOME": "/tmp"}
+        )
         policy = Policy(
             readable=tuple(readable),
             network=network,

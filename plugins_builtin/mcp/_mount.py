@@ -513,6 +513,8 @@ class Mount:
                         arguments,
                         read_timeout_seconds=self.config.request_timeout,
                         progress_callback=forward,
+                        # The server continues this call's trace, where there is one.
+                        meta=pegboard.trace_context() or None,  # type: ignore[arg-type]
                     )
                 finally:
                     _CALL.reset(token)
