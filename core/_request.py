@@ -21,6 +21,10 @@ from ._registry import Board
 from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._journal import CallJournal
+
 __all__ = ("Request", "Snapshot")
 
 
@@ -292,6 +296,7 @@ class Request:
         "_defer",
         "_deferred",
         "_hooked",
+        "_journal",
         "_loaded",
         "_pipeline",
         "_search_tool",
@@ -311,8 +316,10 @@ class Request:
         defer: Literal["auto"] | frozenset[str] | None = None,
         loaded: frozenset[str] = frozenset(),
         budget: ToolBudget | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._journal = journal
         self._snapshot = snapshot
         self._tools = snapshot.tools
         self.final_step = final_step
@@ -442,10 +449,19 @@ class Request:
 
         Cancellation propagates as cancellation; an unexpected exception from
         the tool propagates unchanged; `pegboard.RetentionError` means the
-        outcome could not be retained whole.
+        outcome could not be retained whole. When the request was prepared
+        with a journal, a call it holds settled returns the stored outcome
+        without running (see docs/host-guide.md, "Durable calls").
         """
         if not isinstance(call, ToolCall) or not isinstance(call.context, ToolContext):
             raise TypeError("execute() takes a pegboard.ToolCall with a pegboard.ToolContext")
+        if self._journal is not None:
+            from ._journal import journaled
+
+            return await journaled(self._journal, call, self._execute)
+        return await self._execute(call)
+
+    async def _execute(self, call: ToolCall) -> Outcome:
         identity = CallIdentity.of(call.context)
         name = call.name
         tool = self._tools.get(name)
