@@ -29,7 +29,7 @@ __all__ = ("CallJournal", "JournalConflict", "JournalEntry", "SQLiteJournal", "j
 MAX_LEASE = 60.0
 
 
-class JournalConflict(ValueError):
+class JournalConflict(ValueError):  # noqa: N818 - the name is the contract
     """A call ID came back with another tool or another input than the first time.
 
     The runner reused a call ID (or edited a call it re-sends): a bug in the
@@ -248,7 +248,9 @@ class SQLiteJournal:
                     self.path, timeout=30, isolation_level=None, check_same_thread=False
                 )
             except sqlite3.OperationalError as error:
-                raise OSError(f"cannot open the call journal {str(self.path)!r}: {error}") from error
+                raise OSError(
+                    f"cannot open the call journal {str(self.path)!r}: {error}"
+                ) from error
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(_SCHEMA)
@@ -277,7 +279,14 @@ class SQLiteJournal:
             return False
         except PermissionError:  # someone else's process: alive
             return True
-        return True
+        # A killed process its parent has not reaped yet still answers kill(0):
+        # on Linux its state says it is gone.
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                state = stat.read().rpartition(b")")[2].split()[:1]
+        except OSError:
+            return True
+        return state not in ([b"Z"], [b"X"])
 
     def _claim(self, session_id: str, call_id: str, mark: str) -> JournalEntry:
         def work(db: sqlite3.Connection) -> JournalEntry:

@@ -45,9 +45,6 @@ async def main(arguments: argparse.Namespace) -> None:
             await anyio.sleep_forever()
         return str(value["a"] + value["b"])
 
-    if arguments.start:
-        while not Path(arguments.start).exists():
-            time.sleep(0.001)
     journal = pegboard.SQLiteJournal(arguments.journal)
     async with pegboard.Host().location(Path.cwd(), plugins=[]) as location:
         location.tools.register(
@@ -85,5 +82,8 @@ if __name__ == "__main__":
     parser.add_argument("--start")
     parser.add_argument("--backend", default="asyncio")
     parsed = parser.parse_args()
+    if parsed.start:
+        while not Path(parsed.start).exists():
+            time.sleep(0.001)
     anyio.run(main, parsed, backend=parsed.backend)
     sys.exit(0)

@@ -1,0 +1,33 @@
+"""A Location's tools on Temporal workers: activities, and the workflow-side call.
+
+Needs the ``temporal`` extra (``pip install 'pegboard[temporal]'``). See docs/temporal.md.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+# A workflow file is imported again inside Temporal's sandbox for each
+# workflow run, and so is every module it imports, unless passed through.
+# pegboard's modules are passed through: they are deterministic and keep no
+# per-workflow state, and a fresh copy would import attrs, whose import asks
+# the platform module what it runs on, which the sandbox forbids. The data
+# modules are loaded here, so the lazy `pegboard.ToolCall` and friends a
+# workflow reads later find them already passed through; so is jsonschema,
+# which `pegboard.load_outcome` imports when first called.
+with workflow.unsafe.imports_passed_through():
+    import jsonschema
+    import jsonschema.exceptions  # noqa: F401
+
+    import pegboard._content
+    import pegboard._durable
+    import pegboard._errors
+    import pegboard._json
+    import pegboard._outcome
+    import pegboard._tool  # noqa: F401
+
+    from ._activities import ACTIVITY, ToolActivities
+    from ._payload import call_payload, load_call
+    from ._workflow import execute_tool
+
+__all__ = ("ACTIVITY", "ToolActivities", "call_payload", "execute_tool", "load_call")
