@@ -422,3 +422,75 @@ def test_import_pegboard_does_not_import_temporalio() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert "False" == result.stdout.strip()
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(120)
+async def test_pegboard_worker_serves_a_locations_tools_under_its_rules(
+    temporal_server: str, tmp_path: Path
+) -> None:
+    """`pegboard worker` runs the builtin read for a workflow; what its rules do not allow
+    fails for good (a worker has nobody to ask), naming the rule that would allow it.
+    """
+    (tmp_path / "allowed.txt").write_text("hello from the worker\n")
+    (tmp_path / "secret.txt").write_text("no\n")
+    queue = f"cli-{uuid.uuid4().hex[:8]}"
+    command = [
+        str(Path(sys.executable).parent / "pegboard"),
+        "worker",
+        "--temporal",
+        temporal_server,
+        "--task-queue",
+        queue,
+        "-l",
+        str(tmp_path),
+        "--plugin",
+        "builtin",
+        "--allow",
+        "read:allowed.txt",
+        "--journal",
+        str(tmp_path / "journal.db"),
+    ]
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert worker.stderr is not None
+        with anyio.fail_after(60):
+            while "polling task queue" not in (line := worker.stderr.readline()):
+                assert line, "pegboard worker stopped before polling"
+        async with flows(temporal_server) as (client, flows_queue):
+            read = {"name": "read", "call_id": "read-1", "input": '{"path": "allowed.txt"}'}
+            (outcome,) = await run_calls(client, flows_queue, queue, [read])
+            assert "hello from the worker" in outcome["content"][0]["text"]
+            secret = {"name": "read", "call_id": "read-2", "input": '{"path": "secret.txt"}'}
+            with pytest.raises(WorkflowFailureError) as failure:
+                await run_calls(client, flows_queue, queue, [secret])
+        cause = failure.value.cause.cause  # type: ignore[union-attr]
+        assert isinstance(cause, ApplicationError)
+        assert "PermissionRejected" == cause.type
+        assert "needs approval" in str(cause)
+    finally:
+        worker.send_signal(signal.SIGINT)
+        assert 130 == worker.wait(timeout=30)
+        if worker.stderr is not None:
+            worker.stderr.close()
+
+
+def test_pegboard_worker_refuses_an_address_that_is_not_host_and_port(tmp_path: Path) -> None:
+    """A malformed --temporal is one usage line naming the option, exit 2."""
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "pegboard"),
+            "worker",
+            "--temporal",
+            "localhost",
+            "--task-queue",
+            "q",
+            "-l",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert 2 == result.returncode
+    assert result.stderr.startswith("pegboard: error: --temporal localhost: not HOST:PORT")

@@ -41,8 +41,9 @@ class ToolActivities:
     Temporal's cancellation cancels the call, which then has no outcome;
     ``context.attempt`` is Temporal's attempt number. A `pegboard.Failed`
     outcome is returned, not raised. A defect or a `pegboard.RetentionError`
-    raises, and Temporal retries it; a malformed payload or a
-    `pegboard.JournalConflict` is a non-retryable error.
+    raises, and Temporal retries it; a malformed payload, a
+    `pegboard.JournalConflict` or a `pegboard.PermissionRejected` (the host's
+    rules refused, or left at "ask" with no approver) is a non-retryable error.
     """
 
     def __init__(
@@ -139,9 +140,10 @@ class ToolActivities:
             group.cancel_scope.cancel()
         if defects:
             raised = defects[0]
-            if isinstance(raised, pegboard.JournalConflict):
+            # Neither comes right by retrying: a runner's bug, or the host's rules.
+            if isinstance(raised, pegboard.JournalConflict | pegboard.PermissionRejected):
                 raise ApplicationError(
-                    str(raised), type="JournalConflict", non_retryable=True
+                    str(raised), type=type(raised).__name__, non_retryable=True
                 ) from raised
             raise raised
         return pegboard.dump_outcome(outcomes[0])
