@@ -11,20 +11,21 @@ from temporalio import workflow
 # workflow run, and so is every module it imports, unless passed through.
 # pegboard's modules are passed through: they are deterministic and keep no
 # per-workflow state, and a fresh copy would import attrs, whose import asks
-# the platform module what it runs on, which the sandbox forbids. The data
-# modules are loaded here, so the lazy `pegboard.ToolCall` and friends a
-# workflow reads later find them already passed through; so is jsonschema,
-# which `pegboard.load_outcome` imports when first called.
+# the platform module what it runs on, which the sandbox forbids. Every
+# module behind a public name is loaded here (through the import statement,
+# which the sandbox watches), so that `pegboard.ToolCall`, `pegboard.Location`
+# and the rest, read lazily later in a workflow file, find theirs already
+# passed through; so is jsonschema, which `pegboard.load_outcome` imports when
+# first called.
 with workflow.unsafe.imports_passed_through():
     import jsonschema
     import jsonschema.exceptions  # noqa: F401
 
-    import pegboard._content
-    import pegboard._durable
-    import pegboard._errors
-    import pegboard._json
-    import pegboard._outcome
-    import pegboard._tool  # noqa: F401
+    import pegboard
+
+    for _home in sorted(set(pegboard._HOMES.values())):
+        __import__(_home if not _home.startswith(".") else f"pegboard{_home}")
+    del _home
 
     from ._activities import ACTIVITY, ToolActivities
     from ._payload import call_payload, load_call
