@@ -20,7 +20,8 @@ import orjson
 
 from ._durable import dump_outcome, load_outcome
 from ._json import thaw
-from ._outcome import Outcome, ToolCall
+from ._outcome import CallIdentity, Outcome, ToolCall
+from ._tool import ToolContext
 
 __all__ = ("CallJournal", "JournalConflict", "JournalEntry", "SQLiteJournal", "journaled")
 
@@ -138,7 +139,7 @@ async def journaled(
         with anyio.CancelScope(shield=True):
             entry = await journal.claim(session_id, call_id, mark)
         if entry.outcome is not None:
-            return load_outcome(entry.outcome)
+            return _as_sent(load_outcome(entry.outcome), context)
         if entry.token is not None:
             break
         await anyio.sleep(delay)
@@ -158,6 +159,16 @@ async def journaled(
             with anyio.CancelScope(shield=True):
                 await journal.release(session_id, call_id, token)
     return outcome
+
+
+def _as_sent(outcome: Outcome, context: ToolContext) -> Outcome:
+    """The stored outcome, carrying the IDs of the call as the runner sent it this time.
+
+    The key is the session and call ID; a runner that re-sends a call under another
+    message ID or agent gets its own IDs back (durable identity), the rest as stored.
+    """
+    identity = CallIdentity.of(context)
+    return outcome if outcome.call == identity else attrs.evolve(outcome, call=identity)
 
 
 async def _holding(

@@ -433,3 +433,20 @@ def test_two_processes_racing_on_200_calls_run_each_once(tmp_path: Path) -> None
     first, second = (json.loads(out) for out, _ in results)
     assert first == second
     assert [str(index + 1) for index in range(200)] == [o["content"][0]["text"] for o in first]
+
+
+async def test_law_durable_identity_holds_for_replayed_calls(
+    location: pegboard.Location,
+    counted: Counted,
+    journal: pegboard.SQLiteJournal,
+    context: Context,
+) -> None:
+    """A call re-sent under another message ID is replayed carrying the IDs sent now."""
+    request = location.prepare(journal=journal)
+    first = await request.execute(add(context("call-1")))
+    again = await request.execute(add(context("call-1", message_id="message-2", agent="b")))
+    assert 1 == len(counted.runs)
+    assert again.call == pegboard.CallIdentity(
+        session_id="session-1", agent="b", message_id="message-2", call_id="call-1"
+    )
+    assert first.content == again.content

@@ -424,6 +424,15 @@ def test_import_pegboard_does_not_import_temporalio() -> None:
     assert "False" == result.stdout.strip()
 
 
+def start_polling(command: list[str]) -> subprocess.Popen[str]:
+    """Start `pegboard worker` and return once it says it polls."""
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    assert worker.stderr is not None
+    while "polling task queue" not in (line := worker.stderr.readline()):
+        assert line, "pegboard worker stopped before polling"
+    return worker
+
+
 @pytest.mark.anyio
 @pytest.mark.timeout(120)
 async def test_pegboard_worker_serves_a_locations_tools_under_its_rules(
@@ -451,12 +460,8 @@ async def test_pegboard_worker_serves_a_locations_tools_under_its_rules(
         "--journal",
         str(tmp_path / "journal.db"),
     ]
-    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    worker = start_polling(command)
     try:
-        assert worker.stderr is not None
-        with anyio.fail_after(60):
-            while "polling task queue" not in (line := worker.stderr.readline()):
-                assert line, "pegboard worker stopped before polling"
         async with flows(temporal_server) as (client, flows_queue):
             read = {"name": "read", "call_id": "read-1", "input": '{"path": "allowed.txt"}'}
             (outcome,) = await run_calls(client, flows_queue, queue, [read])
