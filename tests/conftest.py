@@ -105,6 +105,8 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        # A bare environment: nothing of the test run's leaks into a long-lived server.
+        env={"PATH": "/usr/bin:/bin", "HOME": str(folder)},
     )
     address = f"127.0.0.1:{port}"
     try:
