@@ -385,10 +385,13 @@ def test_a_process_killed_mid_call_runs_it_again_as_attempt_2(tmp_path: Path, ba
     """
     doomed = child(tmp_path, 1, "--hang", backend=backend)
     deadline = time.monotonic() + 30
-    while not runs(tmp_path / "runs.db"):
-        assert time.monotonic() < deadline, doomed.stderr.read() if doomed.stderr else ""
-        time.sleep(0.02)
-    os.kill(doomed.pid, signal.SIGKILL)
+    try:
+        while not runs(tmp_path / "runs.db"):
+            assert time.monotonic() < deadline, doomed.stderr.read() if doomed.stderr else ""
+            time.sleep(0.02)
+    finally:
+        # Killed in any case: a child that hangs must not outlive a failed test.
+        os.kill(doomed.pid, signal.SIGKILL)
     # Not reaped yet, as a crashed worker whose parent is busy: a zombie is gone too.
     while Path(f"/proc/{doomed.pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z":
         time.sleep(0.01)
