@@ -62,6 +62,7 @@ PARTS = (
     Part("startup", "bench_startup.py"),
     Part("sandbox", "bench_sandbox.py"),
     Part("confined", "bench_confined.py"),
+    Part("journal", "bench_journal.py"),
 )
 
 

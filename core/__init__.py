@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from ._filesystem import Filesystem, OutsideLocationError
     from ._host import Host
+    from ._journal import CallJournal, JournalConflict, JournalEntry, SQLiteJournal
     from ._json import FrozenDict, FrozenList, thaw
     from ._location import Location, ToolChanges
     from ._outcome import CallIdentity, Completed, Failed, Outcome, ToolCall, ToolError
@@ -73,6 +74,7 @@ __all__ = (
     "Audio",
     "BackgroundTasks",
     "CallIdentity",
+    "CallJournal",
     "Codec",
     "CodecError",
     "Completed",
@@ -91,6 +93,8 @@ __all__ = (
     "FrozenList",
     "Host",
     "Image",
+    "JournalConflict",
+    "JournalEntry",
     "Location",
     "LocationInfo",
     "ManagedStorage",
@@ -111,6 +115,7 @@ __all__ = (
     "Request",
     "ResourceLink",
     "RetentionError",
+    "SQLiteJournal",
     "Sandbox",
     "SandboxInfo",
     "SavedApproval",
@@ -151,6 +156,7 @@ _HOMES = {
     "Audio": "._content",
     "BackgroundTasks": "._services",
     "CallIdentity": "._outcome",
+    "CallJournal": "._journal",
     "Codec": "._codec",
     "CodecError": "._errors",
     "Completed": "._outcome",
@@ -169,6 +175,8 @@ _HOMES = {
     "FrozenList": "._json",
     "Host": "._host",
     "Image": "._content",
+    "JournalConflict": "._journal",
+    "JournalEntry": "._journal",
     "Location": "._location",
     "LocationInfo": "._services",
     "ManagedStorage": "._storage",
@@ -189,6 +197,7 @@ _HOMES = {
     "Request": "._request",
     "ResourceLink": "._content",
     "RetentionError": "._errors",
+    "SQLiteJournal": "._journal",
     "Sandbox": ".sandbox",
     "SandboxInfo": ".sandbox",
     "Secrets": "._secrets",

@@ -348,6 +348,7 @@ class Worker:
             "agent": context.agent,
             "message_id": context.message_id,
             "call_id": context.call_id,
+            "attempt": context.attempt,
         }
         try:
             self._channel.send(

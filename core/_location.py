@@ -27,6 +27,7 @@ from ._storage import ManagedStorage
 from .sandbox import SandboxInfo
 
 if TYPE_CHECKING:
+    from ._journal import CallJournal
     from .codemode import CodeModeLimits
 
 __all__ = ("Location", "ToolChanges")
@@ -184,6 +185,7 @@ class Location:
         code_mode: bool | CodeModeLimits = False,
         defer: Literal["auto"] | Iterable[str] | None = None,
         loaded: Iterable[str] = (),
+        journal: CallJournal | None = None,
     ) -> Request:
         """Capture, for every advertised name, the effective registration now.
 
@@ -200,9 +202,22 @@ class Location:
         takes the limits the Location was opened with (``host.location(...,
         code_mode=...)``, else the defaults); a `pegboard.codemode.CodeModeLimits`
         sets this request's own.
+        With a ``journal`` (a `pegboard.CallJournal`, such as
+        `pegboard.SQLiteJournal`), every call of the request goes through it:
+        a call already settled returns its stored outcome without running; see
+        docs/host-guide.md, "Durable calls". With Code Mode it journals the
+        ``execute`` call.
         """
         if self._closed:
             raise RuntimeError(f"the Location at {self.root} is closed; open a new one")
+        if journal is not None:
+            from ._journal import CallJournal
+
+            if not isinstance(journal, CallJournal):
+                raise TypeError(
+                    f"prepare(journal=...) takes a pegboard.CallJournal such as "
+                    f"pegboard.SQLiteJournal(path), got {type(journal).__name__}"
+                )
         versions = tuple(board.version for board in self._boards)
         if self._snapshot is None or self._snapshot[0] != versions:
             # Rebuilt only when a board changed; otherwise requests share it.
@@ -220,6 +235,7 @@ class Location:
             defer=_deferral(defer, snapshot),
             loaded=_names(loaded, "loaded"),
             budget=self.tool_budget,
+            journal=None if code_mode is not False else journal,
         )
         if code_mode is False:
             return request
@@ -234,7 +250,7 @@ class Location:
             )
         program = codemode.execute_tool(request, limits)
         outer = Snapshot.of_tools({"execute": program})
-        return Request(outer, self._pipeline, final_step=final_step)
+        return Request(outer, self._pipeline, final_step=final_step, journal=journal)
 
     def watch(self) -> ToolChanges:
         """Follow changes to the tools registered here or on the host's application board.

@@ -22,6 +22,10 @@ from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
 from ._tracing import instruments, traced
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._journal import CallJournal
+
 __all__ = ("Request", "Snapshot")
 
 
@@ -294,6 +298,7 @@ class Request:
         "_defer",
         "_deferred",
         "_hooked",
+        "_journal",
         "_loaded",
         "_pipeline",
         "_search_tool",
@@ -313,8 +318,10 @@ class Request:
         defer: Literal["auto"] | frozenset[str] | None = None,
         loaded: frozenset[str] = frozenset(),
         budget: ToolBudget | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._journal = journal
         self._snapshot = snapshot
         self._tools = snapshot.tools
         self.final_step = final_step
@@ -444,21 +451,31 @@ class Request:
 
         Cancellation propagates as cancellation; an unexpected exception from
         the tool propagates unchanged; `pegboard.RetentionError` means the
-        outcome could not be retained whole.
+        outcome could not be retained whole. When the request was prepared
+        with a journal, a call it holds settled returns the stored outcome
+        without running (see docs/host-guide.md, "Durable calls").
         """
         if not isinstance(call, ToolCall) or not isinstance(call.context, ToolContext):
             raise TypeError("execute() takes a pegboard.ToolCall with a pegboard.ToolContext")
         found = instruments()
+        settle = self._execute if self._journal is None else self._journaled
         if found is None:
-            return await self._execute(call)
+            return await settle(call)
         secrets = self._pipeline.secrets
         return await traced(
             found,
-            self._execute,
+            settle,
             call,
             redact=None if secrets is None else secrets.redact,
             trace_content=self._pipeline.trace_content,
         )
+
+    async def _journaled(self, call: ToolCall) -> Outcome:
+        """``call`` through the request's journal: settled once, replayed after."""
+        from ._journal import journaled
+
+        assert self._journal is not None
+        return await journaled(self._journal, call, self._execute)
 
     def _execute(self, call: ToolCall) -> Awaitable[Outcome]:
         """The settling of ``call``, to await: a plain function, so that the untraced

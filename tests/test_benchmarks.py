@@ -57,6 +57,7 @@ TARGET_RUNS = {
     "bench_builtin.py": ["--only", "read", "--rounds", "1"],
     "bench_sandbox.py": [],
     "bench_confined.py": [],
+    "bench_journal.py": [],
 }
 
 #: The keys of each target in a script's --json output.
@@ -82,6 +83,9 @@ LIMITS = {
     "add, confined - add, confine='off', per call": 150.0,
     "add, confined / add via `pegboard serve` and the mcp mount": 0.3,
     "open 10 plugins, confined - open 10 plugins, confine='off'": 1500.0,
+    "add, journaled - unjournaled, per call": 2.0,
+    "add, replayed / executed through the journal": 1.0,
+    "add via execute_tool / a bare activity, per call": 1.3,
 }
 
 
@@ -164,6 +168,7 @@ def test_bench_targets_quick_run_has_a_row_per_target(tmp_path: Path) -> None:
         "startup",
         "sandbox",
         "confined",
+        "journal",
     )
     rows = [row for name in names for row in check_targets(tmp_path / f"{name}.json")]
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]

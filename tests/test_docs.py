@@ -16,11 +16,17 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def _examples() -> list[object]:
+#: A block with this line is a whole program: it runs as a script, once.
+_PROGRAM = '\nif __name__ == "__main__":\n'
+
+
+def _examples(*, programs: bool = False) -> list[object]:
     found = []
     for document in DOCUMENTS:
         text = document.read_text()
         for match in _BLOCK.finditer(text):
+            if (_PROGRAM in match.group(1)) != programs:
+                continue
             line = text.count("\n", 0, match.start()) + 2
             name = f"{document.relative_to(ROOT)}:{line}"
             found.append(pytest.param(match.group(1), id=name))
@@ -47,6 +53,38 @@ def test_documented_example_runs(
     main = namespace.get("main")
     if inspect.iscoroutinefunction(main):
         anyio.run(main, backend=backend)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("source", _examples(programs=True))
+def test_documented_program_runs(
+    source: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every python block that is a whole program runs as a script and exits 0; one that
+    uses Temporal gets the test session's server as $TEMPORAL_ADDRESS.
+    """
+    import os
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    if "temporalio" in source:
+        environment["TEMPORAL_ADDRESS"] = request.getfixturevalue("temporal_server")
+    (tmp_path / "example.py").write_text(source)
+    result = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert 0 == result.returncode, result.stderr
+
+
+def test_the_temporal_page_has_a_program() -> None:
+    """docs/temporal.md's complete workflow example is collected as a program."""
+    assert any("docs/temporal.md" in str(param.id) for param in _examples(programs=True))  # type: ignore[attr-defined]
 
 
 def _laws(text: str) -> list[str]:

@@ -41,6 +41,7 @@ def test_contract_names_are_public() -> None:
         "ResourceLink", "ToolContext", "Progress", "ToolFailure", "Tools", "Registration",
         "RegistrationError", "Host", "Location", "OutputLimits", "ToolDefinition",
         "ToolCall", "Completed", "Failed", "ToolError", "RetentionError", "Request",
+        "CallJournal", "SQLiteJournal", "JournalConflict",
     }  # fmt: skip
     assert set() == contract - set(pegboard.__all__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import _check, _location, _new, _permissions, _plugins, _serve
+from . import _check, _location, _new, _permissions, _plugins, _serve, _worker
 from ._common import Exit, Parser, UsageError, print_error
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
@@ -21,7 +21,7 @@ __all__ = ("build_parser", "main")
 # Each module adds its commands with `add(commands)` and sets `run` on them.
 # Modules import only argparse, enum, os and sys at the top, and typing only
 # for the type checker: `pegboard --help` must stay cheap (bench_startup.py).
-_COMMANDS = (_plugins, _location, _serve, _permissions, _check, _new)
+_COMMANDS = (_plugins, _location, _serve, _worker, _permissions, _check, _new)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
