@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -132,6 +133,7 @@ class Pipeline:
         recorder.last = ()
         token = RECORDER.set(recorder)
         failure: ToolFailure | None = None
+        cancelling = _cancelling()
         # No broad except here: cancellation and defects propagate unchanged.
         try:
             result = await run_execute(tool, value, context)
@@ -155,6 +157,10 @@ class Pipeline:
         # settles nothing.
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
+            if _cancelling() > cancelling:
+                # asyncio's own cancellation (task.cancel(), wait_for, timeout)
+                # that the tool swallowed: no cancel scope remembers it.
+                raise asyncio.CancelledError
         except anyio.get_cancelled_exc_class():
             _discarded(name, identity)
             raise
@@ -479,6 +485,19 @@ async def run_execute(tool: Tool, value: Any, context: ToolContext) -> Any:
     # A running thread cannot be stopped: on cancellation the caller returns at
     # once and whatever the thread returns is discarded.
     return await anyio.to_thread.run_sync(tool.execute, value, context, abandon_on_cancel=True)
+
+
+def _cancelling() -> int:
+    """How many cancellation requests the running asyncio task has pending (0 elsewhere).
+
+    anyio's cancel scopes withdraw their requests as they exit, so a count that
+    grew while a tool ran is a native asyncio cancellation the tool swallowed.
+    """
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio
+        return 0
+    return 0 if task is None else task.cancelling()
 
 
 def _discarded(name: str, identity: CallIdentity) -> None:
