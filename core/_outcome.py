@@ -30,6 +30,7 @@ ErrorKind: TypeAlias = Literal[
     "invalid_input",
     "tool_failure",
     "invalid_output",
+    "rejected",
 ]
 
 
@@ -80,7 +81,8 @@ class ToolError:
     """Why a call failed, in words for the model.
 
     ``kind`` is one of ``unknown_tool``, ``unavailable``, ``final_step``,
-    ``invalid_input``, ``tool_failure`` and ``invalid_output``; ``metadata``
+    ``invalid_input``, ``tool_failure``, ``invalid_output`` and ``rejected`` (the
+    user rejected a permission the call needed, in `Request.execute_all`); ``metadata``
     comes from a `ToolFailure` that carried some, read-only like all outcome JSON.
     """
 

@@ -16,6 +16,7 @@ from ._deferral import (
     search_tool,
 )
 from ._outcome import CallIdentity, Outcome, ToolCall
+from ._permissions import PermissionRejected
 from ._pipeline import Pipeline
 from ._registry import Board
 from ._search import SearchIndex
@@ -478,6 +479,26 @@ class Request:
             )
         return await self._pipeline.run(name, tool, call, identity)
 
+    async def settle(self, call: ToolCall) -> Outcome:
+        """`execute`, with a permission the user rejected settled as the call's `Failed`.
+
+        Its error is of kind ``rejected``, with the rejected action and resources
+        as metadata so that a host can stop its run or name a rule that allows it.
+        """
+        try:
+            return await self.execute(call)
+        except PermissionRejected as rejected:
+            asked = rejected.request
+            metadata = (
+                None
+                if asked is None
+                else {"action": asked.action, "resources": list(asked.resources)}
+            )
+            return await self._pipeline.fail(
+                CallIdentity.of(call.context), call.name, "rejected", str(rejected),
+                metadata=metadata,
+            )  # fmt: skip
+
     def _search(self, query: str, limit: int) -> tuple[ToolDefinition, ...]:
         only, exclude = self._scope()
         return self._snapshot.index.search(query, limit, only=only, exclude=exclude)
@@ -486,7 +507,9 @@ class Request:
         """Run one step's calls concurrently and return their outcomes in call order.
 
         Each call goes through `execute`, all in one anyio task group, so a call
-        that is rejected or fails still leaves the others to finish. A defect
+        that is rejected or fails still leaves the others to finish. A permission
+        the user rejected without feedback (`pegboard.PermissionRejected`) is that
+        call's `Failed` outcome, of kind ``rejected``, never an exception. A defect
         is different: when a call raises (its tool raised an unexpected
         exception, or `pegboard.RetentionError`), the calls still running are
         cancelled, no outcome is returned, and the exception propagates
@@ -502,13 +525,13 @@ class Request:
                     "execute_all() takes pegboard.ToolCall values with a pegboard.ToolContext"
                 )
         if len(batch) <= 1:
-            return [await self.execute(call) for call in batch]
+            return [await self.settle(call) for call in batch]
         outcomes: list[Outcome | None] = [None] * len(batch)
         defects: list[Exception] = []
 
         async def run(index: int, call: ToolCall, scope: anyio.CancelScope) -> None:
             try:
-                outcomes[index] = await self.execute(call)
+                outcomes[index] = await self.settle(call)
             except Exception as defect:  # noqa: BLE001 - re-raised below, once siblings stop
                 defects.append(defect)
                 scope.cancel()
