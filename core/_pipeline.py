@@ -26,6 +26,7 @@ from ._json import (
     freeze,
     iter_strings,
     loads,
+    thaw,
 )
 from ._outcome import (
     CallIdentity,
@@ -277,7 +278,9 @@ class Pipeline:
             return None
         if not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
-        elif (problem := find_problem(plain := dict(value), max_depth=MAX_DEPTH)) is not None:
+        # Read once, into a plain copy that is measured and kept: a Mapping that
+        # answers differently when read again cannot slip past the bound.
+        elif (problem := find_problem(plain := thaw(value), max_depth=MAX_DEPTH)) is not None:
             reason = f"it is not plain JSON: {problem}"
         else:
             try:
@@ -287,7 +290,7 @@ class Pipeline:
                 reason = f"{error}; send integers beyond 64 bits as strings"
             else:
                 if size <= self.limits.max_metadata_bytes:
-                    kept: Mapping[str, Any] = freeze(value)
+                    kept: Mapping[str, Any] = freeze(plain)
                     return kept
                 reason = f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
         logger.warning(

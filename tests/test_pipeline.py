@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -465,6 +465,47 @@ async def test_metadata_is_a_private_copy(location: pegboard.Location, context: 
     outcome = await call(location, "meta", "{}", context())
     shared["items"].append(2)
     assert outcome.metadata == {"items": [1]}  # type: ignore[union-attr]
+
+
+class Shifty(Mapping[str, Any]):
+    """A Mapping that is small when first read and 200 KB on every read after."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def _data(self) -> dict[str, Any]:
+        self.reads += 1
+        return {"note": "small" if self.reads == 1 else "x" * 200_000}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["note"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("where", ["response", "failure"])
+async def test_law_metadata_opt_in_metadata_from_any_mapping_is_copied_once_and_measured_on_the_copy(
+    location: pegboard.Location, context: Context, where: str
+) -> None:
+    """A custom Mapping that answers differently when read again cannot pass its bound."""
+
+    @pegboard.tool(description="Shifty metadata.")
+    async def shifty(input: Any, ctx: pegboard.ToolContext) -> Any:
+        if where == "failure":
+            raise pegboard.ToolFailure("no", metadata=Shifty())
+        return pegboard.ToolResponse(content="ok", metadata=Shifty())
+
+    location.tools.register({"shifty": shifty})
+    outcome = await call(location, "shifty", "{}", context())
+    metadata = (
+        outcome.metadata if isinstance(outcome, pegboard.Completed) else outcome.error.metadata
+    )
+    assert {"note": "small"} == metadata
+    assert type(metadata) is pegboard.FrozenDict
 
 
 async def test_law_durable_identity(location: pegboard.Location, context: Context) -> None:
