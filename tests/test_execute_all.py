@@ -211,7 +211,9 @@ async def test_law_per_call_rejection_a_rejected_permission_is_that_calls_failed
     assert isinstance(write, pegboard.Failed)
     assert "rejected" == write.error.kind
     assert "the user rejected" in write.error.message
-    assert write.call is not None and "c2" == write.call.call_id
+    assert write.call is not None
+    assert "c2" == write.call.call_id
     assert "write" == write.name
-    assert write.error.metadata is not None and write.error.metadata["action"]
+    assert write.error.metadata is not None
+    assert write.error.metadata["action"]
     assert not (workspace / "a.txt").exists()

@@ -488,7 +488,7 @@ class Shifty(Mapping[str, Any]):
 
 
 @pytest.mark.parametrize("where", ["response", "failure"])
-async def test_law_metadata_opt_in_metadata_from_any_mapping_is_copied_once_and_measured_on_the_copy(
+async def test_law_metadata_opt_in_metadata_from_any_mapping_is_copied_once_and_measured(
     location: pegboard.Location, context: Context, where: str
 ) -> None:
     """A custom Mapping that answers differently when read again cannot pass its bound."""
