@@ -108,6 +108,11 @@ class Completed:
     #: The effective name of the tool the call asked for (a provider needs it
     #: to answer the call); set by the pipeline.
     name: str | None = attrs.field(default=None, kw_only=True)
+    #: Payloads a provider's protocol requires verbatim, keyed by provider
+    #: module name (``"anthropic"``); never part of ``content`` or ``output``.
+    provider_state: Mapping[str, Any] | None = attrs.field(
+        default=None, kw_only=True, converter=freeze
+    )
 
 
 @attrs.frozen
@@ -140,4 +145,5 @@ def settled(output: Any, text: str, call: CallIdentity, name: str) -> Completed:
     _set(outcome, "metadata", None)
     _set(outcome, "call", call)
     _set(outcome, "name", name)
+    _set(outcome, "provider_state", None)
     return outcome

@@ -179,14 +179,16 @@ class Pipeline:
             settled = self.settle_bare(tool, result, identity, name)
             if settled is not None:
                 return settled
+        state = None
         if isinstance(result, ToolResponse):
             output, content, metadata = result.output, result.content, result.metadata
+            state = result.provider_state
         elif tool.output is not None:
             output, content, metadata = result, None, None  # a bare output value
         else:
             output, content, metadata = None, result, None  # bare content
         try:
-            outcome = self.complete(tool, output, content, metadata, identity, name)
+            outcome = self.complete(tool, output, content, metadata, identity, name, state)
             # Measuring checks the text for UTF-8 too: text that fits is encoded to
             # measure it (ASCII needs no encoding), text that does not as it is retained.
             if fits(outcome.content, self.limits):
@@ -264,16 +266,24 @@ class Pipeline:
         metadata: object,
         identity: CallIdentity,
         name: str,
+        provider_state: object = None,
     ) -> Completed:
         """Steps 4 and 5: encode the output and normalize the content."""
         output, items = encode_response(tool, returned, content)
         kept = None if metadata is None else self.metadata(metadata, name, identity)
-        return Completed(output, items, kept, call=identity, name=name)
+        state = (
+            None
+            if provider_state is None
+            else self.metadata(provider_state, name, identity, "provider state")
+        )
+        return Completed(output, items, kept, call=identity, name=name, provider_state=state)
 
     def metadata(
-        self, value: object, name: str, identity: CallIdentity
+        self, value: object, name: str, identity: CallIdentity, what: str = "metadata"
     ) -> Mapping[str, Any] | None:
-        """Metadata as a read-only JSON object within its bound, or ``None`` with a warning."""
+        """Metadata (or provider state: ``what``) as a read-only JSON object within
+        its bound, or ``None`` with a warning.
+        """
         if value is None:
             return None
         if not isinstance(value, Mapping):
@@ -294,7 +304,7 @@ class Pipeline:
                     return kept
                 reason = f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
         logger.warning(
-            "dropped metadata from tool %r (call %s): %s", name, identity.call_id, reason
+            "dropped %s from tool %r (call %s): %s", what, name, identity.call_id, reason
         )
         return None
 
@@ -386,7 +396,10 @@ class Pipeline:
                         f"output its output schema refuses: {problem}"
                     )
             metadata = self.metadata(outcome.metadata, name, call)
-            return Completed(outcome.output, content, metadata, call=call, name=name)
+            state = self.metadata(outcome.provider_state, name, call, "provider state")
+            return Completed(
+                outcome.output, content, metadata, call=call, name=name, provider_state=state
+            )
         if isinstance(outcome, Failed):
             error = outcome.error
             if not isinstance(error, ToolError) or error.kind not in _KINDS:

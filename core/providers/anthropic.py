@@ -70,9 +70,22 @@ def result(outcome: pegboard.Outcome) -> dict[str, Any]:
     """The ``tool_result`` block answering the outcome's call, with ``is_error``.
 
     Text, images (PNG, JPEG, GIF, WebP) and PDF documents go in; other media
-    (SVG, audio) is replaced by a note saying what was left out.
+    (SVG, audio) is replaced by a note saying what was left out. A completed
+    outcome's ``provider_state["anthropic"]`` (a list of content blocks the
+    protocol needs verbatim, such as ``search_result`` blocks with citations)
+    follows the content unchanged; other providers' state is ignored.
     """
-    return _block(answer(outcome))
+    block = _block(answer(outcome))
+    state = outcome.provider_state if isinstance(outcome, pegboard.Completed) else None
+    if state is not None and "anthropic" in state:
+        blocks = state["anthropic"]
+        if not isinstance(blocks, list) or not all(isinstance(item, dict) for item in blocks):
+            raise ValueError(
+                "provider_state['anthropic'] is a list of tool_result content blocks "
+                f"(objects), got {type(blocks).__name__}; fix the tool's ToolResponse"
+            )
+        block["content"].extend(pegboard.thaw(blocks))
+    return block
 
 
 def interrupted(call: pegboard.ToolCall, reason: str) -> dict[str, Any]:
