@@ -120,13 +120,27 @@ class Pipeline:
         try:
             value = tool.input.decode(self.read_input(call.input))
         except ValueError as error:  # CodecError, or a custom codec's ValueError
-            return await self.fail(
-                identity,
-                name,
-                "invalid_input",
-                f"invalid input for tool {name!r}: {_why(error)}",
-                tool=tool,
-            )
+            blank = _blank(call.input)
+            if blank is None:
+                return await self.fail(
+                    identity,
+                    name,
+                    "invalid_input",
+                    f"invalid input for tool {name!r}: {_why(error)}",
+                    tool=tool,
+                )
+            # No arguments ("", whitespace, null) stand for {} where {} is valid input.
+            try:
+                value = tool.input.decode({})
+            except ValueError as empty:
+                return await self.fail(
+                    identity,
+                    name,
+                    "invalid_input",
+                    f"invalid input for tool {name!r}: the arguments were {blank}, "
+                    f"read as {{}}: {_why(empty)}",
+                    tool=tool,
+                )
         # The tool gets the runner's own context; its progress is recorded here.
         context = call.context
         recorder = _new(ProgressRecorder)  # two slots, set without an __init__ call
@@ -550,6 +564,25 @@ def _why(error: ValueError) -> str:
     if isinstance(error, CodecError) and error.rule not in (None, "decode"):
         return f"{error} (rule: {error.rule})"
     return str(error)
+
+
+def _blank(raw: object) -> str | None:
+    """How raw input with no arguments arrived (``empty``, ``whitespace``, ``null``), else None."""
+    if isinstance(raw, bytes | bytearray):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(raw, str) or len(raw) > 64:
+        return None
+    stripped = raw.strip()
+    if not raw:
+        return "empty ('')"
+    if not stripped:
+        return f"only whitespace ({raw!r})"
+    if stripped == "null":
+        return "null"
+    return None
 
 
 def _text_size(text: str) -> int:

@@ -1197,3 +1197,59 @@ def test_call_identity_of_a_context_is_its_four_ids() -> None:
     tagged = Tagged.of(runner)
     assert type(tagged) is Tagged
     assert attrs.asdict(tagged) == {**ids, "call_id": "call-1"}
+
+
+@pytest.mark.parametrize("raw", ["", "   \n", "null", b"", " null "])
+async def test_empty_arguments_decode_as_an_empty_object_where_the_schema_accepts_it(
+    location: pegboard.Location, context: Context, raw: str | bytes
+) -> None:
+    """ "", whitespace and null for a tool whose input accepts {} run it with {}."""
+    seen: list[Any] = []
+
+    @pegboard.tool(description="No input.", input={"type": "object", "properties": {}})
+    async def now(input: Any, ctx: pegboard.ToolContext) -> str:
+        seen.append(input)
+        return "12:00"
+
+    @attrs.frozen
+    class Paging:
+        limit: int = 10
+
+    @pegboard.tool(description="Defaults.", input=Paging)
+    async def listing(input: Paging, ctx: pegboard.ToolContext) -> str:
+        seen.append(input)
+        return "listed"
+
+    location.tools.register({"now": now, "listing": listing})
+    request = location.prepare()
+    first = await request.execute(pegboard.ToolCall("now", raw, context()))
+    second = await request.execute(pegboard.ToolCall("listing", raw, context()))
+    assert isinstance(first, pegboard.Completed)
+    assert isinstance(second, pegboard.Completed)
+    assert [{}, Paging(10)] == seen
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"), [("", "empty ('')"), ("  ", "only whitespace ('  ')"), ("null", "null")]
+)
+async def test_empty_arguments_for_a_tool_that_needs_input_say_what_arrived(
+    location: pegboard.Location, context: Context, raw: str, said: str
+) -> None:
+    """Without a valid empty input, the message names what arrived and what is missing."""
+    ran: list[Any] = []
+
+    @pegboard.tool(
+        description="Needs a path.",
+        input={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    )
+    async def read(input: Any, ctx: pegboard.ToolContext) -> str:
+        ran.append(input)
+        return "never"
+
+    location.tools.register({"read": read})
+    outcome = await location.prepare().execute(pegboard.ToolCall("read", raw, context()))
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_input" == outcome.error.kind
+    assert f"the arguments were {said}" in outcome.error.message
+    assert "'path' is a required property" in outcome.error.message
+    assert [] == ran
