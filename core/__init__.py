@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ._registry import Registration, Tools, effective_name
     from ._request import Request
     from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
+    from ._step import StepEvent
     from ._storage import ManagedStorage
     from ._tool import (
         Progress,
@@ -111,6 +112,7 @@ __all__ = (
     "SchemaError",
     "ServiceDenied",
     "Services",
+    "StepEvent",
     "Text",
     "Tool",
     "ToolAnnotations",
@@ -178,6 +180,7 @@ _HOMES = {
     "RetentionError": "._errors",
     "Sandbox": ".sandbox",
     "SandboxInfo": ".sandbox",
+    "StepEvent": "._step",
     "SavedApproval": "._permissions",
     "SchemaCodec": "._codec",
     "SchemaError": "._errors",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -21,6 +21,9 @@ from ._pipeline import Pipeline
 from ._registry import Board
 from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
+
+if TYPE_CHECKING:
+    from ._step import StepEvent
 
 __all__ = ("Request", "Snapshot")
 
@@ -498,6 +501,38 @@ class Request:
                 CallIdentity.of(call.context), call.name, "rejected", str(rejected),
                 metadata=metadata,
             )  # fmt: skip
+
+    async def execute_step(
+        self,
+        calls: Iterable[tuple[str, str, object]],
+        *,
+        session_id: str,
+        agent: str,
+        message_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - each call's limit, not this function's
+        on_event: Callable[[StepEvent], object] | None = None,
+    ) -> list[tuple[ToolCall, Outcome | str]]:
+        """Run one step's calls, given as (call ID, tool name, raw input), concurrently;
+        every call gets an answer, in call order.
+
+        Each answer is the call's outcome (through `settle`: a rejected permission
+        is a ``rejected`` failure), or, for a call that has none, why in words for
+        the model: it ran past ``timeout`` seconds and was cancelled, or its tool
+        raised (a ``"defect"`` event carries the exception). ``on_event`` hears
+        each call's events (`pegboard.StepEvent`). Cancelling this cancels every call
+        and propagates. The providers' ``run_step`` is this plus the wire format.
+        """
+        from ._step import run_calls
+
+        return await run_calls(
+            self,
+            list(calls),
+            session_id=session_id,
+            agent=agent,
+            message_id=message_id,
+            timeout=timeout,
+            on_event=on_event,
+        )
 
     def _search(self, query: str, limit: int) -> tuple[ToolDefinition, ...]:
         only, exclude = self._scope()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import pegboard
@@ -10,9 +11,10 @@ from ._answer import Answer, answer, data_url, filename, interruption, left_out,
 from ._names import OPENAI as NAMES
 from ._names import check_name
 from ._search import native_parts
+from ._step import Found, field, plain, settle
 from ._strict import OPENAI, parameters, strict_input
 
-__all__ = ("interrupted", "result", "strict_input", "tool_choice", "tools")
+__all__ = ("interrupted", "result", "run_step", "strict_input", "tool_choice", "tools")
 
 PROVIDER = "OpenAI Responses"
 _IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -111,3 +113,44 @@ def _item(reply: Answer) -> dict[str, Any]:
         parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "input_text" else parts
     )
     return {"type": "function_call_output", "call_id": reply.call_id, "output": output}
+
+
+async def run_step(
+    request: pegboard.Request,
+    response: object,
+    *,
+    session_id: str,
+    agent: str,
+    timeout: float | None = None,  # noqa: ASYNC109 - each call's limit, not this function's
+    on_event: Callable[[pegboard.StepEvent], object] | None = None,
+) -> list[dict[str, Any]]:
+    """Execute every ``function_call`` item of a ``Response`` (the SDK object or its
+    dict) concurrently and return the ``function_call_output`` items the host
+    appends to its input, one per call ID, in call order.
+
+    Every call is answered whatever happens: its outcome; a call past
+    ``timeout`` seconds, or whose tool raised (reported to ``on_event`` as a
+    ``"defect"``), as interrupted; unknown and final-step calls as failures.
+    The message ID of the calls is the response's ``id``. Cancelling this
+    cancels every call and propagates. Arguments go through `strict_input`.
+    """
+    data = plain(response, PROVIDER)
+    found: list[Found] = []
+    for item in field(data, "output", "output", PROVIDER):
+        if item.get("type") != "function_call":
+            continue  # messages, reasoning, hosted tools: nothing to answer
+        name, arguments = item.get("name") or "", item.get("arguments") or ""
+        if name and arguments:
+            arguments = strict_input(request, name, arguments)
+        found.append((item["call_id"], name, arguments))
+    return await settle(
+        request,
+        found,
+        session_id=session_id,
+        agent=agent,
+        message_id=data.get("id"),  # type: ignore[arg-type]
+        timeout=timeout,
+        on_event=on_event,
+        result=result,
+        interrupted=interrupted,
+    )
