@@ -550,8 +550,8 @@ class Request:
         cancelled, no outcome is returned, and the exception propagates
         unchanged; if several calls raised at once, they propagate together as
         an ``ExceptionGroup``. Cancelling the caller cancels every call and
-        propagates as cancellation. A runner that must answer each call on its
-        own runs `execute` per call instead (see docs/providers.md).
+        propagates as cancellation. A runner that must answer every
+        call whatever happens uses a provider's ``run_step`` (see docs/providers.md).
         """
         batch = list(calls)
         for call in batch:
