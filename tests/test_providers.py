@@ -646,3 +646,32 @@ def test_provider_state_that_is_not_a_list_of_blocks_is_refused_by_anthropic() -
     outcome = attrs.evolve(_completed(_TEXT), provider_state={"anthropic": {"type": "x"}})
     with pytest.raises(ValueError, match=r"provider_state\['anthropic'\] is a list"):
         anthropic.result(outcome)
+
+
+# -- tool-count limits ------------------------------------------------------------------
+
+
+def _many(count: int) -> Any:
+    request = _fake_request(*(f"tool_{number}" for number in range(count)))
+    request.deferred = ()
+    return request
+
+
+@pytest.mark.parametrize("provider", [openai_chat, openai_responses], ids=["chat", "responses"])
+def test_tools_raises_compatibility_error_past_a_providers_documented_tool_count_limit(
+    provider: Any,
+) -> None:
+    """OpenAI takes at most 128 tools: 128 render, 130 are one clear error naming the 129th."""
+    validate_tools(provider, provider.tools(_many(128)))
+    with pytest.raises(CompatibilityError) as caught:
+        provider.tools(_many(130))
+    error = caught.value
+    assert ("max_tools", "tool_128") == (error.rule, error.tool)
+    assert "at most 128 tools in one request and this one has 130" in str(error)
+    assert "defer" in str(error)
+
+
+@pytest.mark.parametrize("provider", [anthropic, gemini], ids=["anthropic", "gemini"])
+def test_providers_without_a_documented_tool_count_limit_take_many_tools(provider: Any) -> None:
+    """Anthropic and Gemini document no per-request maximum: 130 tools render."""
+    validate_tools(provider, provider.tools(_many(130)))

@@ -19,7 +19,8 @@ from ._answer import (
     text_of,
 )
 from ._names import OPENAI as NAMES
-from ._names import check_name
+from ._names import OPENAI_MAX_TOOLS as MAX_TOOLS
+from ._names import check_count, check_name
 from ._search import no_native_search
 from ._step import Found, field, plain, settle
 from ._strict import OPENAI, parameters, strict_input
@@ -40,12 +41,14 @@ def tools(
     With ``strict=True`` each input schema is converted to OpenAI's strict
     subset; pass the arguments the model sends through `strict_input` before
     executing them. Raises `pegboard.providers.CompatibilityError` for a name
-    or schema OpenAI cannot take. Deferred tools are found through the portable
+    or schema OpenAI cannot take, and past OpenAI's documented maximum of 128
+    tools in one request. Deferred tools are found through the portable
     ``search_tools`` among the definitions: Chat Completions has no native tool
     search, so ``native_search=True`` raises `CompatibilityError`.
     """
     if native_search:
         raise no_native_search(PROVIDER)
+    check_count([definition.name for definition in request.definitions], MAX_TOOLS, PROVIDER)
     rendered = []
     for definition in request.definitions:
         check_name(definition.name, NAMES, PROVIDER)

@@ -9,7 +9,8 @@ import pegboard
 
 from ._answer import Answer, answer, data_url, filename, interruption, left_out, media, text_of
 from ._names import OPENAI as NAMES
-from ._names import check_name
+from ._names import OPENAI_MAX_TOOLS as MAX_TOOLS
+from ._names import check_count, check_name
 from ._search import native_parts
 from ._step import Found, field, plain, settle
 from ._strict import OPENAI, parameters, strict_input
@@ -41,11 +42,15 @@ def tools(
     With ``strict=True`` each input schema is converted to OpenAI's strict
     subset; pass the arguments the model sends through `strict_input` before
     executing them. Raises `pegboard.providers.CompatibilityError` for a name
-    or schema OpenAI cannot take.
+    or schema OpenAI cannot take, and past OpenAI's documented maximum of 128
+    tools sent in full in one request.
     """
     if not native_search or not request.deferred:
+        check_count([definition.name for definition in request.definitions], MAX_TOOLS, PROVIDER)
         return [_function(definition, strict) for definition in request.definitions]
     advertised, deferred = native_parts(request)
+    # Deferred functions are loaded by the hosted search: only the others count.
+    check_count([definition.name for definition in advertised], MAX_TOOLS, PROVIDER)
     rendered = [_function(definition, strict) for definition in advertised]
     rendered += [{**_function(d, strict), "defer_loading": True} for d in deferred]
     rendered.append(dict(TOOL_SEARCH))
