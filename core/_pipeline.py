@@ -55,6 +55,10 @@ __all__ = (
 logger = logging.getLogger("pegboard")
 
 _KINDS = frozenset(get_args(ErrorKind))
+# Native asyncio cancellation a tool swallowed: no cancel scope remembers it, but the
+# task's count of pending requests does (anyio's scopes withdraw theirs as they exit).
+# Both functions are C and neither raises off asyncio.
+_running_loop, _current_task = asyncio._get_running_loop, asyncio.current_task
 _new = object.__new__
 
 
@@ -148,7 +152,9 @@ class Pipeline:
         recorder.last = ()
         token = RECORDER.set(recorder)
         failure: ToolFailure | None = None
-        cancelling = _cancelling()
+        # On asyncio, how many cancellations the task has pending (inlined: per call).
+        task = _current_task() if _running_loop() is not None else None
+        cancelling = 0 if task is None else task.cancelling()
         # No broad except here: cancellation and defects propagate unchanged.
         try:
             result = await run_execute(tool, value, context)
@@ -172,7 +178,7 @@ class Pipeline:
         # settles nothing.
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
-            if _cancelling() > cancelling:
+            if task is not None and task.cancelling() > cancelling:
                 # asyncio's own cancellation (task.cancel(), wait_for, timeout)
                 # that the tool swallowed: no cancel scope remembers it.
                 raise asyncio.CancelledError
@@ -515,19 +521,6 @@ async def run_execute(tool: Tool, value: Any, context: ToolContext) -> Any:
     # A running thread cannot be stopped: on cancellation the caller returns at
     # once and whatever the thread returns is discarded.
     return await anyio.to_thread.run_sync(tool.execute, value, context, abandon_on_cancel=True)
-
-
-def _cancelling() -> int:
-    """How many cancellation requests the running asyncio task has pending (0 elsewhere).
-
-    anyio's cancel scopes withdraw their requests as they exit, so a count that
-    grew while a tool ran is a native asyncio cancellation the tool swallowed.
-    """
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # not on asyncio
-        return 0
-    return 0 if task is None else task.cancelling()
 
 
 def _discarded(name: str, identity: CallIdentity) -> None:
