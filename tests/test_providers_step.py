@@ -392,3 +392,22 @@ async def test_gemini_calls_without_ids_are_answered_by_name_in_order(
     assert ["now", "ghost"] == [reply["name"] for reply in replies]
     assert all("id" not in reply for reply in replies)
     assert {"output": "12:00"} == replies[0]["response"]
+
+
+@pytest.mark.parametrize(
+    "provider", [openai_chat, openai_responses, anthropic], ids=["chat", "responses", "anthropic"]
+)
+async def test_run_step_refuses_a_call_without_its_id(
+    asking: tuple[pegboard.Location, Tools], provider: Any
+) -> None:
+    """A call the host cannot answer by ID is one clear error, before anything runs."""
+    location, _ = asking
+    data = response(provider, [("c1", "now", arguments(provider, {}))]).model_dump()
+    if provider is openai_chat:
+        data["choices"][0]["message"]["tool_calls"][0]["id"] = None
+    elif provider is openai_responses:
+        data["output"][1]["call_id"] = None
+    else:
+        data["content"][1]["id"] = None
+    with pytest.raises(ValueError, match=r"response has no (ID|call_id)"):
+        await provider.run_step(location.prepare(), data, session_id="s", agent="a")

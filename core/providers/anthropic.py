@@ -142,7 +142,11 @@ async def run_step(
     """
     data = plain(response, PROVIDER)
     found: list[Found] = [
-        (block["id"], block.get("name") or "", block.get("input") or {})
+        (
+            field(block, "id", "ID on a tool_use block", PROVIDER),
+            block.get("name") or "",
+            block.get("input") or {},
+        )
         for block in field(data, "content", "content", PROVIDER)
         if block.get("type") == "tool_use"
     ]

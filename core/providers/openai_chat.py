@@ -161,7 +161,7 @@ async def run_step(
         if name and arguments:
             # Strict-mode nulls for omitted properties; other arguments come back as they are.
             arguments = strict_input(request, name, arguments)
-        found.append((call["id"], name, arguments))
+        found.append((field(call, "id", "ID on a tool call", PROVIDER), name, arguments))
     answers = await settle(
         request,
         found,

@@ -147,7 +147,9 @@ async def run_step(
         name, arguments = item.get("name") or "", item.get("arguments") or ""
         if name and arguments:
             arguments = strict_input(request, name, arguments)
-        found.append((item["call_id"], name, arguments))
+        found.append(
+            (field(item, "call_id", "call_id on a function_call", PROVIDER), name, arguments)
+        )
     return await settle(
         request,
         found,
