@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
@@ -14,6 +15,8 @@ from ._permissions import PermissionRequest, question_watch
 from ._tool import Progress, ToolContext
 
 __all__ = ("StepEvent", "StepEventKind", "run_calls")
+
+logger = logging.getLogger("pegboard")
 
 StepEventKind: TypeAlias = Literal[
     "started", "progress", "approval_asked", "approval_withdrawn", "outcome", "defect"
@@ -61,7 +64,8 @@ async def run_calls(
 
     An outcome, or why the call has none: it ran past ``timeout`` seconds and
     was cancelled, or its tool raised (reported as a ``"defect"`` event).
-    Cancelling this cancels every call and propagates.
+    Cancelling this cancels every call and propagates. An exception from
+    ``on_event`` is logged on the ``pegboard`` logger and the step goes on.
     """
     from ._request import Request
 
@@ -74,8 +78,15 @@ async def run_calls(
             raise TypeError(f"run_step() {label} is a str, got {type(value).__name__}")
 
     def emit(event: StepEvent) -> None:
-        if on_event is not None:
+        if on_event is None:
+            return
+        try:
             on_event(event)
+        except Exception:
+            # The host's listener failing must not leave a call unanswered.
+            logger.exception(
+                "on_event raised for the %r event of call %s", event.kind, event.call_id
+            )
 
     def made(call_id: str, name: str, raw: object) -> ToolCall:
         async def progress(update: Progress) -> None:

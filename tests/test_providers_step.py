@@ -411,3 +411,27 @@ async def test_run_step_refuses_a_call_without_its_id(
         data["content"][1]["id"] = None
     with pytest.raises(ValueError, match=r"response has no (ID|call_id)"):
         await provider.run_step(location.prepare(), data, session_id="s", agent="a")
+
+
+async def test_run_step_a_listener_that_raises_leaves_no_call_unanswered(
+    asking: tuple[pegboard.Location, Tools], caplog: pytest.LogCaptureFixture
+) -> None:
+    """on_event raising on every event is logged; every call is still answered."""
+    location, _ = asking
+
+    def broken_listener(event: pegboard.StepEvent) -> None:
+        raise LookupError(f"listener bug on {event.kind}")
+
+    calls = [("c1", "now", {}), ("c2", "fast", {})]
+    items = await anthropic.run_step(
+        location.prepare(),
+        response(anthropic, calls),
+        session_id="s",
+        agent="a",
+        on_event=broken_listener,
+    )
+    got = answers(anthropic, items)
+    assert (False, "12:00") == got["c1"]
+    assert not got["c2"][0]
+    assert "on_event raised for the 'started' event of call c1" in caplog.text
+    assert "on_event raised for the 'progress' event of call c2" in caplog.text
