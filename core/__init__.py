@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._request import Request
     from ._secrets import Secrets
     from ._services import BackgroundTasks, LocationInfo, ServiceDenied, Services
+    from ._step import StepEvent
     from ._storage import ManagedStorage
     from ._tool import (
         Progress,
@@ -124,6 +125,7 @@ __all__ = (
     "Secrets",
     "ServiceDenied",
     "Services",
+    "StepEvent",
     "Text",
     "Tool",
     "ToolAnnotations",
@@ -201,6 +203,7 @@ _HOMES = {
     "Sandbox": ".sandbox",
     "SandboxInfo": ".sandbox",
     "Secrets": "._secrets",
+    "StepEvent": "._step",
     "SavedApproval": "._permissions",
     "SchemaCodec": "._codec",
     "SchemaError": "._errors",

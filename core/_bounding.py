@@ -14,6 +14,8 @@ import attrs
 from ._content import ContentItem, EmbeddedResource, ResourceLink, Text
 from ._storage import ManagedStorage
 
+_new, _set = object.__new__, object.__setattr__
+
 __all__ = (
     "BOUNDING_THREADS",
     "Bounded",
@@ -95,7 +97,7 @@ def _lone_surrogate(error: UnicodeEncodeError) -> InvalidText:
 
 
 def _text_of(item: ContentItem) -> str | None:
-    """The model-visible text an item carries, if any: what bounding measures."""
+    """The body text an item carries, if any: what a cut retains."""
     kind = type(item)
     if kind is Text:
         return item.text  # type: ignore[union-attr]
@@ -106,15 +108,46 @@ def _text_of(item: ContentItem) -> str | None:
     return None
 
 
+def _labels(item: ContentItem) -> list[str]:
+    """The other text a link or an embedded resource carries: the model reads it too."""
+    if type(item) is ResourceLink:
+        found = [item.uri, item.name, item.title, item.mime_type]
+    elif type(item) is EmbeddedResource:
+        found = [item.uri, item.mime_type]
+    else:
+        return []
+    return [label for label in found if label is not None]
+
+
 def _texts(content: tuple[ContentItem, ...]) -> list[str]:
     return [text for text in map(_text_of, content) if text is not None]
+
+
+def _measured(content: tuple[ContentItem, ...]) -> list[str]:
+    """Every text of ``content`` the model reads: bodies and labels, item by item."""
+    found: list[str] = []
+    for item in content:
+        labels = _labels(item)
+        if labels:
+            found.append(" ".join(labels))  # one line, as providers show a link
+        text = _text_of(item)
+        if text is not None:
+            found.append(text)
+    return found
+
+
+#: In a cut, a link keeps its labels (URI, name, title, MIME type) only when
+#: they are this short, on one line, and all kept labels stay within a quarter
+#: of the limits; longer labels are retained with the text they came with.
+_LABEL_BYTES = 1024
 
 
 def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
     """Whether the text in ``content`` is within both limits (no I/O).
 
-    Text items, the text of embedded resources and the descriptions of
-    resource links are all text the model reads, measured together.
+    Text items, the text of embedded resources, the descriptions of resource
+    links and the URIs, names, titles and MIME types of links and embedded
+    resources are all text the model reads, measured together.
     """
     if len(content) == 1 and type(content[0]) is Text:
         # The common case, kept cheap: one ASCII text measures in O(1).
@@ -122,17 +155,58 @@ def fits(content: tuple[ContentItem, ...], limits: OutputLimits) -> bool:
         if only.isascii() and len(only) <= limits.max_bytes:
             # Fewer characters than max_lines cannot hold max_lines newlines.
             return len(only) < limits.max_lines or only.count("\n") < limits.max_lines
-    texts = _texts(content)
+    return _within(_measured(content), limits.max_bytes, limits.max_lines)
+
+
+def _within(texts: list[str], max_bytes: int, max_lines: int) -> bool:
     if not texts:
         return True
     # UTF-8 takes at least a byte per character: long text is oversized unencoded.
-    if sum(map(len, texts)) + len(texts) - 1 > limits.max_bytes:
+    if sum(map(len, texts)) + len(texts) - 1 > max_bytes:
         return False
     size = sum(map(_utf8_size, texts)) + len(texts) - 1
-    if size > limits.max_bytes:
+    if size > max_bytes:
         return False
     newlines = sum(text.count("\n") for text in texts) + len(texts) - 1
-    return newlines < limits.max_lines
+    return newlines < max_lines
+
+
+def _kept_labels(
+    content: tuple[ContentItem, ...], limits: OutputLimits
+) -> tuple[set[int], int, int]:
+    """Which items keep their labels in a cut (by index), and the bytes and lines they take."""
+    kept: set[int] = set()
+    size = lines = 0
+    for index, item in enumerate(content):
+        labels = _labels(item)
+        if not labels:
+            continue
+        if type(item) is EmbeddedResource and _text_of(item) is not None:
+            labels.append(item.uri)  # kept as a link named by its URI
+        own = _utf8_size(" ".join(labels)) + 1
+        if (
+            own <= _LABEL_BYTES
+            and not any("\n" in label for label in labels)
+            and size + own <= limits.max_bytes // 4
+            and lines < limits.max_lines // 4
+        ):
+            kept.add(index)
+            size += own
+            lines += 1
+        elif _text_of(item) is None and type(item) is EmbeddedResource:
+            # Data is media and stays; its URI is retained and shown shortened.
+            shown = [_shortened(labels[0]), *labels[1:]]
+            size += _utf8_size(" ".join(shown).replace("\n", " ")) + 1
+            lines += 1
+    return kept, size, lines
+
+
+def _shortened(uri: str) -> str:
+    """A long or multi-line URI's head, marked as cut (the whole URI is in the file)."""
+    head = uri.split("\n", 1)[0][: _LABEL_BYTES // 4]
+    while _utf8_size(head) > _LABEL_BYTES // 4:
+        head = head[:-1]
+    return head + "…"
 
 
 async def bound_content(
@@ -145,30 +219,55 @@ async def bound_content(
     """Bound ``content``: oversized text is saved whole and replaced by a preview.
 
     All model-visible text is measured together: text items, embedded
-    resources' text and resource links' descriptions. When it is over the
-    limits, the file holds all of it, joined by newlines, and the preview (a
-    text item) takes the place of the first item that carried text. Other text
+    resources' text, resource links' descriptions, and the URIs, names, titles
+    and MIME types of links and embedded resources. When it is over the
+    limits, the file holds the text, joined by newlines, and the preview (a
+    text item) takes the place of the first item whose text was cut. Other text
     items go; an embedded resource's text is replaced by a link to its URI; a
-    link loses its description; media stay in order. The preview keeps the
-    content annotations of the items it stands for when they all have the same.
+    link loses its description; media stay in order. A link or resource whose
+    labels are long (over 1 KiB, or on several lines) goes too, its labels
+    retained in the file with its text. The preview keeps the content
+    annotations of the items it stands for when they all have the same.
     ``fitting`` is what `fits` already said of ``content``, to skip measuring again.
     Raises `InvalidText` if text cannot be written as UTF-8 and `RetentionError`
     if the file cannot be written whole.
     """
     if fitting if fitting is not None else fits(content, limits):
         return Bounded(content)
-    path, text = await _retained(_texts(content), limits, storage)
+    kept, label_bytes, label_lines = _kept_labels(content, limits)
+    cut: list[ContentItem] = []  # the items whose text (or labels) the file holds
+    retained: list[str] = []
+    for index, item in enumerate(content):
+        text = _text_of(item)
+        labels = [] if index in kept else _labels(item)
+        if text is None and not labels:
+            continue
+        cut.append(item)
+        if labels:
+            retained.append(" ".join(labels))
+        if text is not None:
+            retained.append(text)
+    # The preview leaves room for the labels that stay.
+    room = _new(OutputLimits)
+    _set(room, "max_lines", max(limits.max_lines - label_lines, 4))
+    _set(room, "max_bytes", max(limits.max_bytes - label_bytes, 0))
+    _set(room, "max_metadata_bytes", limits.max_metadata_bytes)
+    path, text = await _retained(retained, room, storage)
     # The preview stands for every text it cut: it keeps their annotations
     # (audience, priority) only when they all agree.
-    annotations = {item.annotations for item in content if _text_of(item) is not None}
+    annotations = {item.annotations for item in cut}
     shared = annotations.pop() if len(annotations) == 1 else None
     preview: Text | None = Text(text, annotations=shared)
     bounded: list[ContentItem] = []
-    for item in content:
+    for index, item in enumerate(content):
         carries = _text_of(item) is not None
-        if carries and preview is not None:
+        if (carries or (_labels(item) and index not in kept)) and preview is not None:
             bounded.append(preview)
             preview = None
+        if _labels(item) and index not in kept:
+            if isinstance(item, EmbeddedResource) and not carries:
+                bounded.append(attrs.evolve(item, uri=_shortened(item.uri)))
+            continue  # its labels are in the file
         if isinstance(item, EmbeddedResource) and carries:
             bounded.append(
                 ResourceLink(

@@ -32,6 +32,7 @@ from ._confining import (  # also named here, as before
 from ._durable import dump_outcome, load_outcome
 from ._errors import PluginCrashed, ToolFailure
 from ._json import thaw
+from ._outcome import Completed
 from ._pipeline import ExecuteEvent, Refused, Unplain
 from ._plugins import PluginError
 from ._registry import Registration, Tools
@@ -405,6 +406,7 @@ class Worker:
                 output=message["output"],
                 content=load_content(message["content"]),
                 metadata=metadata,
+                provider_state=message.get("provider_state"),
             )
         if kind == "failure":
             raise ToolFailure(message["message"], metadata=metadata)
@@ -427,13 +429,22 @@ class Worker:
                     "id": number,
                     "name": event.name,
                     "outcome": dump_outcome(event.outcome),
+                    # The durable form leaves the ephemeral output out; hooks see it.
+                    "output": thaw(event.outcome.output)
+                    if isinstance(event.outcome, Completed)
+                    else None,
                     "managed": [str(path) for path in event.managed],
                 }
             )
             message = await replies.receive()
             if message["type"] == "replaced":
                 stored = message["outcome"]
-                return None if stored is None else load_outcome(stored)
+                if stored is None:
+                    return None
+                replacement = load_outcome(stored)
+                if isinstance(replacement, Completed):
+                    replacement = attrs.evolve(replacement, output=message.get("output"))
+                return replacement
             if message["type"] == "defect":
                 raise PluginCrashed(
                     self.name, "execute_after", message["error_type"], message["message"]

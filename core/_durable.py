@@ -110,11 +110,13 @@ _COMMON = {
 _COMPLETED = {
     "properties": {
         **_COMMON,
+        # Written by earlier pegboards; the output is ephemeral and is not read back.
         "output": True,
-        "content": {"type": "array", "items": _ITEM},
+        "content": {"type": "array", "items": _ITEM, "minItems": 1},
         "metadata": _OBJECT_OR_NULL,
+        "provider_state": _OBJECT_OR_NULL,
     },
-    "required": ["version", "status", "output", "content"],
+    "required": ["version", "status", "content"],
     "additionalProperties": False,
 }
 
@@ -163,17 +165,27 @@ def _validator() -> jsonschema.Draft202012Validator:
 def dump_outcome(outcome: Outcome) -> dict[str, Any]:
     """The stored form of ``outcome``: a plain JSON object, versioned.
 
-    Bytes are base64 text; output and metadata are copied as plain JSON. The
-    result survives ``json.dumps``/``json.loads`` and `load_outcome` turns it
-    back into an equal outcome. Raises ``ValueError`` naming the path of a
-    value that is not JSON (an outcome built by hand with, say, a ``set``).
+    A success stores exactly its content plus optional metadata and provider
+    state, never the ephemeral ``output`` (Code Mode's machine value): the
+    outcome `load_outcome` returns has ``output=None`` and is otherwise equal,
+    and renders exactly as the live one did. Bytes are base64 text; metadata
+    and provider state are copied as plain JSON. The result survives
+    ``json.dumps``/``json.loads``. Raises ``ValueError`` naming the path of a
+    value that is not JSON (an outcome built by hand with, say, a ``set``), or
+    for a success without content.
     """
     data: dict[str, Any] = {"version": VERSION}
     if isinstance(outcome, Completed):
+        if not outcome.content:
+            raise ValueError(
+                "cannot store the outcome: a completed call carries non-empty content, "
+                "this one has none"
+            )
         data["status"] = "completed"
-        data["output"] = _json("output", outcome.output)
         data["content"] = [_dump_item(item) for item in outcome.content]
         data["metadata"] = _json("metadata", outcome.metadata)
+        if outcome.provider_state is not None:
+            data["provider_state"] = _json("provider_state", outcome.provider_state)
     elif isinstance(outcome, Failed):
         error = outcome.error
         data["status"] = "failed"
@@ -206,8 +218,10 @@ def load_outcome(data: Mapping[str, Any]) -> Outcome:
     """The outcome stored by `dump_outcome`.
 
     Raises ``ValueError`` naming the path of the first thing wrong: a missing
-    or unknown field, a value of the wrong type, bad base64, or a ``version``
-    this pegboard does not read.
+    or unknown field, a value of the wrong type, bad base64, a success with
+    empty content, or a ``version`` this pegboard does not read. A stored
+    ``output`` (earlier pegboards wrote one) is not read: the outcome's
+    ``output`` is ``None``.
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"a stored outcome is a JSON object, got {type(data).__name__}")
@@ -227,11 +241,12 @@ def load_outcome(data: Mapping[str, Any]) -> Outcome:
     name = data.get("name")
     if data["status"] == "completed":
         return Completed(
-            _frozen("$.output", data["output"]),
+            None,
             _load_items("$.content", data["content"]),
             _frozen("$.metadata", data.get("metadata")),
             call=identity,
             name=name,
+            provider_state=_frozen("$.provider_state", data.get("provider_state")),
         )
     stored = data["error"]
     return Failed(

@@ -30,6 +30,7 @@ ErrorKind: TypeAlias = Literal[
     "invalid_input",
     "tool_failure",
     "invalid_output",
+    "rejected",
 ]
 
 
@@ -80,7 +81,8 @@ class ToolError:
     """Why a call failed, in words for the model.
 
     ``kind`` is one of ``unknown_tool``, ``unavailable``, ``final_step``,
-    ``invalid_input``, ``tool_failure`` and ``invalid_output``; ``metadata``
+    ``invalid_input``, ``tool_failure``, ``invalid_output`` and ``rejected`` (the
+    user rejected a permission the call needed, in `Request.execute_all`); ``metadata``
     comes from a `ToolFailure` that carried some, read-only like all outcome JSON.
     """
 
@@ -106,6 +108,11 @@ class Completed:
     #: The effective name of the tool the call asked for (a provider needs it
     #: to answer the call); set by the pipeline.
     name: str | None = attrs.field(default=None, kw_only=True)
+    #: Payloads a provider's protocol requires verbatim, keyed by provider
+    #: module name (``"anthropic"``); never part of ``content`` or ``output``.
+    provider_state: Mapping[str, Any] | None = attrs.field(
+        default=None, kw_only=True, converter=freeze
+    )
 
 
 @attrs.frozen
@@ -138,4 +145,5 @@ def settled(output: Any, text: str, call: CallIdentity, name: str) -> Completed:
     _set(outcome, "metadata", None)
     _set(outcome, "call", call)
     _set(outcome, "name", name)
+    _set(outcome, "provider_state", None)
     return outcome

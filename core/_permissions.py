@@ -34,6 +34,7 @@ __all__ = (
     "SavedApproval",
     "asker",
     "default_approvals_file",
+    "question_watch",
 )
 
 logger = logging.getLogger("pegboard")
@@ -42,6 +43,13 @@ logger = logging.getLogger("pegboard")
 #: served client answers only its own calls, so identical questions are shared
 #: only between tasks with the same asker.
 asker: ContextVar[object] = ContextVar("pegboard_asker", default=None)
+
+#: Told ``("asked", request)`` when the current task's call puts a question to
+#: the approver (or waits on an identical one) and ``("withdrawn", request)``
+#: when the call is cancelled before the answer: a step runner's events.
+question_watch: ContextVar[Callable[[str, PermissionRequest], None] | None] = ContextVar(
+    "pegboard_question_watch", default=None
+)
 
 Effect: TypeAlias = Literal["allow", "deny", "ask"]
 
@@ -299,6 +307,19 @@ class Permissions:
         self, request: PermissionRequest, approver: Approver
     ) -> Literal["once", "always"] | Reject:
         """The approver's answer to ``request``, shared with identical questions meanwhile."""
+        watch = question_watch.get()
+        if watch is None:
+            return await self._answer(request, approver)
+        watch("asked", request)
+        try:
+            return await self._answer(request, approver)
+        except anyio.get_cancelled_exc_class():
+            watch("withdrawn", request)
+            raise
+
+    async def _answer(
+        self, request: PermissionRequest, approver: Approver
+    ) -> Literal["once", "always"] | Reject:
         # Identical means all the approver would see: the metadata too (the workdir of a command).
         shown = json.dumps(request.metadata, sort_keys=True, default=repr)
         key = (request.action, request.resources, request.opaque, request.embedding,

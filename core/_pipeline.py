@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from ._json import (
     freeze,
     iter_strings,
     loads,
+    thaw,
 )
 from ._outcome import (
     CallIdentity,
@@ -54,6 +56,10 @@ __all__ = (
 logger = logging.getLogger("pegboard")
 
 _KINDS = frozenset(get_args(ErrorKind))
+# Native asyncio cancellation a tool swallowed: no cancel scope remembers it, but the
+# task's count of pending requests does (anyio's scopes withdraw theirs as they exit).
+# Both functions are C and neither raises off asyncio.
+_running_loop, _current_task = asyncio._get_running_loop, asyncio.current_task
 _new = object.__new__
 
 
@@ -123,13 +129,27 @@ class Pipeline:
         try:
             value = tool.input.decode(self.read_input(call.input))
         except ValueError as error:  # CodecError, or a custom codec's ValueError
-            return await self.fail(
-                identity,
-                name,
-                "invalid_input",
-                f"invalid input for tool {name!r}: {_why(error)}",
-                tool=tool,
-            )
+            blank = _blank(call.input)
+            if blank is None:
+                return await self.fail(
+                    identity,
+                    name,
+                    "invalid_input",
+                    f"invalid input for tool {name!r}: {_why(error)}",
+                    tool=tool,
+                )
+            # No arguments ("", whitespace, null) stand for {} where {} is valid input.
+            try:
+                value = tool.input.decode({})
+            except ValueError as empty:
+                return await self.fail(
+                    identity,
+                    name,
+                    "invalid_input",
+                    f"invalid input for tool {name!r}: the arguments were {blank}, "
+                    f"read as {{}}: {_why(empty)}",
+                    tool=tool,
+                )
         # The tool gets the runner's own context; its progress is recorded here.
         context = call.context
         recorder = _new(ProgressRecorder)  # two slots, set without an __init__ call
@@ -138,6 +158,9 @@ class Pipeline:
         recorder.secrets = self.secrets
         token = RECORDER.set(recorder)
         failure: ToolFailure | None = None
+        # On asyncio, how many cancellations the task has pending (inlined: per call).
+        task = _current_task() if _running_loop() is not None else None
+        cancelling = 0 if task is None else task.cancelling()
         # No broad except here: cancellation and defects propagate unchanged.
         try:
             result = await run_execute(tool, value, context)
@@ -161,6 +184,10 @@ class Pipeline:
         # settles nothing.
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
+            if task is not None and task.cancelling() > cancelling:
+                # asyncio's own cancellation (task.cancel(), wait_for, timeout)
+                # that the tool swallowed: no cancel scope remembers it.
+                raise asyncio.CancelledError
         except anyio.get_cancelled_exc_class():
             _discarded(name, identity)
             raise
@@ -179,14 +206,16 @@ class Pipeline:
             settled = self.settle_bare(tool, result, identity, name)
             if settled is not None:
                 return settled
+        state = None
         if isinstance(result, ToolResponse):
             output, content, metadata = result.output, result.content, result.metadata
+            state = result.provider_state
         elif tool.output is not None:
             output, content, metadata = result, None, None  # a bare output value
         else:
             output, content, metadata = None, result, None  # bare content
         try:
-            outcome = self.complete(tool, output, content, metadata, identity, name)
+            outcome = self.complete(tool, output, content, metadata, identity, name, state)
             # Measuring checks the text for UTF-8 too: text that fits is encoded to
             # measure it (ASCII needs no encoding), text that does not as it is retained.
             if secrets is None and fits(outcome.content, self.limits):
@@ -264,23 +293,33 @@ class Pipeline:
         metadata: object,
         identity: CallIdentity,
         name: str,
+        provider_state: object = None,
     ) -> Completed:
         """Steps 4 and 5: encode the output and normalize the content."""
         output, items = encode_response(tool, returned, content)
         kept = None if metadata is None else self.metadata(metadata, name, identity)
-        return Completed(output, items, kept, call=identity, name=name)
+        state = (
+            None
+            if provider_state is None
+            else self.metadata(provider_state, name, identity, "provider state")
+        )
+        return Completed(output, items, kept, call=identity, name=name, provider_state=state)
 
     def metadata(
-        self, value: object, name: str, identity: CallIdentity
+        self, value: object, name: str, identity: CallIdentity, what: str = "metadata"
     ) -> Mapping[str, Any] | None:
-        """Metadata as a read-only JSON object within its bound, or ``None`` with a warning."""
+        """Metadata (or provider state: ``what``) as a read-only JSON object within
+        its bound, or ``None`` with a warning.
+        """
         if value is None:
             return None
         if isinstance(value, Unplain):  # a confined tool's, judged in its worker
             reason = value.reason
         elif not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
-        elif (problem := find_problem(plain := dict(value), max_depth=MAX_DEPTH)) is not None:
+        # Read once, into a plain copy that is measured and kept: a Mapping that
+        # answers differently when read again cannot slip past the bound.
+        elif (problem := find_problem(plain := thaw(value), max_depth=MAX_DEPTH)) is not None:
             reason = f"it is not plain JSON: {problem}"
         else:
             try:
@@ -290,11 +329,11 @@ class Pipeline:
                 reason = f"{error}; send integers beyond 64 bits as strings"
             else:
                 if size <= self.limits.max_metadata_bytes:
-                    kept: Mapping[str, Any] = freeze(value)
+                    kept: Mapping[str, Any] = freeze(plain)
                     return kept
                 reason = f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
         logger.warning(
-            "dropped metadata from tool %r (call %s): %s", name, identity.call_id, reason
+            "dropped %s from tool %r (call %s): %s", what, name, identity.call_id, reason
         )
         return None
 
@@ -386,7 +425,10 @@ class Pipeline:
                         f"output its output schema refuses: {problem}"
                     )
             metadata = self.metadata(outcome.metadata, name, call)
-            return Completed(outcome.output, content, metadata, call=call, name=name)
+            state = self.metadata(outcome.provider_state, name, call, "provider state")
+            return Completed(
+                outcome.output, content, metadata, call=call, name=name, provider_state=state
+            )
         if isinstance(outcome, Failed):
             error = outcome.error
             if not isinstance(error, ToolError) or error.kind not in _KINDS:
@@ -550,6 +592,25 @@ def _why(error: ValueError) -> str:
     if isinstance(error, CodecError) and error.rule not in (None, "decode"):
         return f"{error} (rule: {error.rule})"
     return str(error)
+
+
+def _blank(raw: object) -> str | None:
+    """How raw input with no arguments arrived (``empty``, ``whitespace``, ``null``), else None."""
+    if isinstance(raw, bytes | bytearray):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(raw, str) or len(raw) > 64:
+        return None
+    stripped = raw.strip()
+    if not raw:
+        return "empty ('')"
+    if not stripped:
+        return f"only whitespace ({raw!r})"
+    if stripped == "null":
+        return "null"
+    return None
 
 
 def _text_size(text: str) -> int:

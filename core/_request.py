@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -16,6 +16,7 @@ from ._deferral import (
     search_tool,
 )
 from ._outcome import CallIdentity, Outcome, ToolCall
+from ._permissions import PermissionRejected
 from ._pipeline import Pipeline
 from ._registry import Board
 from ._search import SearchIndex
@@ -25,6 +26,7 @@ from ._tracing import instruments, traced
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._journal import CallJournal
+    from ._step import StepEvent
 
 __all__ = ("Request", "Snapshot")
 
@@ -512,6 +514,58 @@ class Request:
             )
         return self._pipeline.run(name, tool, call, identity)
 
+    async def settle(self, call: ToolCall) -> Outcome:
+        """`execute`, with a permission the user rejected settled as the call's `Failed`.
+
+        Its error is of kind ``rejected``, with the rejected action and resources
+        as metadata so that a host can stop its run or name a rule that allows it.
+        """
+        try:
+            return await self.execute(call)
+        except PermissionRejected as rejected:
+            asked = rejected.request
+            metadata = (
+                None
+                if asked is None
+                else {"action": asked.action, "resources": list(asked.resources)}
+            )
+            return await self._pipeline.fail(
+                CallIdentity.of(call.context), call.name, "rejected", str(rejected),
+                metadata=metadata,
+            )  # fmt: skip
+
+    async def execute_step(
+        self,
+        calls: Iterable[tuple[str, str, object]],
+        *,
+        session_id: str,
+        agent: str,
+        message_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - each call's limit, not this function's
+        on_event: Callable[[StepEvent], object] | None = None,
+    ) -> list[tuple[ToolCall, Outcome | str]]:
+        """Run one step's calls, given as (call ID, tool name, raw input), concurrently;
+        every call gets an answer, in call order.
+
+        Each answer is the call's outcome (through `settle`: a rejected permission
+        is a ``rejected`` failure), or, for a call that has none, why in words for
+        the model: it ran past ``timeout`` seconds and was cancelled, or its tool
+        raised (a ``"defect"`` event carries the exception). ``on_event`` hears
+        each call's events (`pegboard.StepEvent`). Cancelling this cancels every call
+        and propagates. The providers' ``run_step`` is this plus the wire format.
+        """
+        from ._step import run_calls
+
+        return await run_calls(
+            self,
+            list(calls),
+            session_id=session_id,
+            agent=agent,
+            message_id=message_id,
+            timeout=timeout,
+            on_event=on_event,
+        )
+
     def _search(self, query: str, limit: int) -> tuple[ToolDefinition, ...]:
         only, exclude = self._scope()
         return self._snapshot.index.search(query, limit, only=only, exclude=exclude)
@@ -520,14 +574,16 @@ class Request:
         """Run one step's calls concurrently and return their outcomes in call order.
 
         Each call goes through `execute`, all in one anyio task group, so a call
-        that is rejected or fails still leaves the others to finish. A defect
+        that is rejected or fails still leaves the others to finish. A permission
+        the user rejected without feedback (`pegboard.PermissionRejected`) is that
+        call's `Failed` outcome, of kind ``rejected``, never an exception. A defect
         is different: when a call raises (its tool raised an unexpected
         exception, or `pegboard.RetentionError`), the calls still running are
         cancelled, no outcome is returned, and the exception propagates
         unchanged; if several calls raised at once, they propagate together as
         an ``ExceptionGroup``. Cancelling the caller cancels every call and
-        propagates as cancellation. A runner that must answer each call on its
-        own runs `execute` per call instead (see docs/providers.md).
+        propagates as cancellation. A runner that must answer every
+        call whatever happens uses a provider's ``run_step`` (see docs/providers.md).
         """
         batch = list(calls)
         for call in batch:
@@ -536,13 +592,13 @@ class Request:
                     "execute_all() takes pegboard.ToolCall values with a pegboard.ToolContext"
                 )
         if len(batch) <= 1:
-            return [await self.execute(call) for call in batch]
+            return [await self.settle(call) for call in batch]
         outcomes: list[Outcome | None] = [None] * len(batch)
         defects: list[Exception] = []
 
         async def run(index: int, call: ToolCall, scope: anyio.CancelScope) -> None:
             try:
-                outcomes[index] = await self.execute(call)
+                outcomes[index] = await self.settle(call)
             except Exception as defect:  # noqa: BLE001 - re-raised below, once siblings stop
                 defects.append(defect)
                 scope.cancel()

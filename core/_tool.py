@@ -210,11 +210,16 @@ class ToolResponse(Generic[O]):
 
     ``output`` is the machine value (encoded by the output codec for Code Mode),
     ``content`` what the model sees, ``metadata`` compact JSON for the host's UI.
+    ``provider_state`` carries payloads one provider's protocol requires verbatim,
+    keyed by provider module name (``{"anthropic": [search_result blocks]}``):
+    JSON, bounded like metadata, kept apart from content and output, and used only
+    by that provider's ``result()``.
     """
 
     output: O | None = None
     content: object = None
     metadata: Mapping[str, Any] | None = None
+    provider_state: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True)
 
 
 def _hint(_: object, attribute: attrs.Attribute[bool | None], value: object) -> None:

@@ -24,6 +24,7 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+import attrs
 
 from ._activation import Activation
 from ._config import PluginSpec
@@ -342,8 +343,10 @@ class _Worker:
             return {"type": "defect", "error_type": type(error).__name__, "message": str(error)}
         if scope.cancel_called:
             return None
+        state = None
         if isinstance(result, ToolResponse):
             returned, content, metadata = result.output, result.content, result.metadata
+            state = result.provider_state
         elif tool.output is not None:
             returned, content, metadata = result, None, None
         else:
@@ -357,6 +360,7 @@ class _Worker:
             "output": thaw(output),
             "content": dump_content(items),
             **_metadata(metadata),
+            "provider_state": None if state is None else thaw(state),
         }
 
     async def after(self, message: Message) -> None:
@@ -365,6 +369,9 @@ class _Worker:
         answer: Message
         try:
             outcome = load_outcome(message["outcome"])
+            if isinstance(outcome, Completed):
+                # The durable form leaves the ephemeral output out; hooks see it.
+                outcome = attrs.evolve(outcome, output=message.get("output"))
             assert outcome.call is not None
             assert activation is not None
             event = ExecuteEvent(
@@ -382,6 +389,7 @@ class _Worker:
             answer = {
                 "type": "replaced",
                 "outcome": None if replacement is None else dump_outcome(replacement),
+                "output": thaw(replacement.output) if isinstance(replacement, Completed) else None,
             }
         except Exception as error:  # noqa: BLE001 - reported to the host, which fails the call
             answer = {"type": "defect", "error_type": type(error).__name__, "message": str(error)}

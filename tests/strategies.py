@@ -146,7 +146,15 @@ _identity_values = st.builds(
     call_id=st.text(characters, max_size=12),
 )
 _kinds = st.sampled_from(
-    ["unknown_tool", "unavailable", "final_step", "invalid_input", "tool_failure", "invalid_output"]
+    [
+        "unknown_tool",
+        "unavailable",
+        "final_step",
+        "invalid_input",
+        "tool_failure",
+        "invalid_output",
+        "rejected",
+    ]
 )
 
 
@@ -158,10 +166,14 @@ def _outcomes(
         st.builds(
             pegboard.Completed,
             json_values,
-            st.lists(all_content_items, max_size=5).map(tuple),
+            # A completed call carries non-empty content (stored outcomes refuse less).
+            st.lists(all_content_items, min_size=1, max_size=5).map(tuple),
             st.none() | _json_objects,
             call=identities,
             name=tool_names,
+            # Keys no provider reads, so every rendering stays the same.
+            provider_state=st.none()
+            | st.dictionaries(st.sampled_from(["vendor", "future"]), json_values, max_size=2),
         ),
         st.builds(
             pegboard.Failed,

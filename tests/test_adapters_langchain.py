@@ -321,3 +321,20 @@ class TestStandardIntegration(ToolsIntegrationTests):
     @pytest.fixture
     def tool(self, portal_tools: dict[str, Any]) -> PegboardTool:
         return portal_tools["picture"]
+
+
+async def test_adapters_langchain_final_step_fails_every_call_as_final_step(
+    location: pegboard.Location, anyio_backend: str
+) -> None:
+    """tools(final_step=True) is the final step's request: a call anyway is a final_step error."""
+    location.tools.register(Board().tools())
+    outcomes: list[pegboard.Outcome] = []
+    [meet] = [
+        tool
+        for tool in tools(location, final_step=True, on_outcome=outcomes.append)
+        if tool.name == "meet"
+    ]
+    answer = await anyio.to_thread.run_sync(meet.invoke, _call("meet", {"word": "a"}, "c1"))
+    assert isinstance(answer, ToolMessage)
+    assert "error" == answer.status
+    assert ["final_step"] == [o.error.kind for o in outcomes if isinstance(o, pegboard.Failed)]

@@ -185,20 +185,83 @@ async def test_strict_schemas_and_strict_arguments(location: pegboard.Location) 
     assert not any(t.strict_json_schema for t in function_tools(location, strict=False))
 
 
-async def test_non_object_output_schemas_are_wrapped(location: pegboard.Location) -> None:
-    """The SDK takes object output schemas only: a list output is wrapped in {result}."""
+_HELLO = {"hello": pegboard.tool(description="Says hi.", execute=lambda value, context: "hi")}
+
+
+async def test_adapters_openai_agents_continues_the_run_on_a_failing_output_bearing_tool(
+    location: pegboard.Location,
+) -> None:
+    """A failing tool with an output schema is answered with its error; the run goes on."""
 
     async def names(input: Any, context: pegboard.ToolContext) -> pegboard.ToolResponse:
-        return pegboard.ToolResponse(output=["a", "b"])
+        raise pegboard.ToolFailure("the index is gone")
+
+    async def rows(input: Any, context: pegboard.ToolContext) -> pegboard.ToolResponse:
+        return pegboard.ToolResponse(output={"count": 3}, content="three rows")
 
     listed = {"type": "array", "items": {"type": "string"}}
+    counted = {"type": "object", "properties": {"count": {"type": "integer"}}}
     location.tools.register(
-        {"names": pegboard.tool(description="Names.", execute=names, output=listed)}
+        {
+            "names": pegboard.tool(description="Names.", execute=names, output=listed),
+            "rows": pegboard.tool(description="Rows.", execute=rows, output=counted),
+        }
     )
-    [tool] = function_tools(location)
-    assert tool.output_json_schema is not None
-    assert listed == tool.output_json_schema["properties"]["result"]
-    assert ["result"] == tool.output_json_schema["required"]
+    model = ScriptedModel(
+        [
+            [function_call("names", {}, call_id="n"), function_call("rows", {}, call_id="r")],
+            [assistant_message("done")],
+        ]
+    )
+    tools = function_tools(location)
+    result = await Runner.run(Agent(name="a", model=model, tools=tools), "go")
+    assert "done" == result.final_output
+    assert {"n": "Error: the index is gone", "r": "three rows"} == _outputs(model, 1)
+
+
+async def test_adapters_openai_agents_answers_an_unknown_tool_with_an_outcome_and_continues(
+    location: pegboard.Location,
+) -> None:
+    """Under tools.run_config(), a call to a tool the agent lacks gets pegboard's
+    unknown_tool outcome (the host sees it through on_outcome) and the run goes on.
+    """
+    location.tools.register(_HELLO)
+    outcomes: list[pegboard.Outcome] = []
+    model = ScriptedModel(
+        [
+            [
+                function_call("ghost", {}, call_id="g"),
+                function_call("hello", {}, call_id="m"),
+            ],
+            [assistant_message("done")],
+        ]
+    )
+    tools = function_tools(location, session_id="s-1", on_outcome=outcomes.append)
+    agent = Agent(name="helper", model=model, tools=tools)
+    result = await Runner.run(agent, "go", run_config=tools.run_config())
+    assert "done" == result.final_output
+    outputs = _outputs(model, 1)
+    assert "there is no tool named 'ghost'" in outputs["g"]
+    assert "hi" == outputs["m"]
+    (unknown,) = [o for o in outcomes if isinstance(o, pegboard.Failed)]
+    assert "unknown_tool" == unknown.error.kind
+    assert unknown.call is not None
+    assert ("s-1", "g") == (unknown.call.session_id, unknown.call.call_id)
+
+
+async def test_adapters_openai_agents_final_step_says_tool_choice_none(
+    location: pegboard.Location,
+) -> None:
+    """A final step's run config asks for tool_choice none; a call anyway fails as final_step."""
+    location.tools.register(_HELLO)
+    outcomes: list[pegboard.Outcome] = []
+    model = ScriptedModel([[function_call("hello", {}, call_id="m")], [assistant_message("done")]])
+    tools = function_tools(location, final_step=True, on_outcome=outcomes.append)
+    config = tools.run_config()
+    assert "none" == config.model_settings.tool_choice  # type: ignore[union-attr]
+    await Runner.run(Agent(name="a", model=model, tools=tools), "go", run_config=config)
+    assert "none" == model.calls[0].model_settings.tool_choice
+    assert ["final_step"] == [o.error.kind for o in outcomes if isinstance(o, pegboard.Failed)]
 
 
 async def test_cancellation_propagates_through_an_agents_sdk_run(

@@ -248,3 +248,23 @@ async def test_output_schemas_are_sent_as_return_schemas(location: pegboard.Loca
     assert tool.description is not None
     assert tool.description.startswith("Count.")
     assert '"type": "integer"' in tool.description
+
+
+async def test_adapters_pydantic_ai_answers_unknown_names_before_the_toolset_as_documented(
+    location: pegboard.Location,
+) -> None:
+    """pydantic-ai asks the model to retry a name no toolset listed, before any toolset
+    sees it: such a call has no pegboard outcome (the host guide says so), while every
+    call that reaches the toolset, a rejected one included, has one.
+    """
+    location.tools.register(
+        {"hello": pegboard.tool(description="Hi.", execute=lambda value, context: "hi")}
+    )
+    outcomes: list[pegboard.Outcome] = []
+    script = Script([("ghost", {}), ("hello", {"unexpected": 1})], [("hello", {})])
+    toolset = Toolset(location, on_outcome=outcomes.append)
+    result = await Agent(FunctionModel(script), toolsets=[toolset]).run("go")
+    assert "done" == result.output
+    returns = _returns(result.all_messages())
+    assert "Unknown tool name: 'ghost'" in str(returns["call-1-0"].content)
+    assert ["call-1-1", "call-2-0"] == [o.call.call_id for o in outcomes if o.call]

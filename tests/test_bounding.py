@@ -10,6 +10,7 @@ from typing import Any
 from unittest import mock
 
 import anyio.to_thread
+import attrs
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -457,3 +458,79 @@ async def test_law_canonical_representation_bounding_does_not_wait_behind_busy_t
                 limiter.release_on_behalf_of(borrower)
     assert within("\n".join(visible_text(outcome)), SMALL)
     assert 1 == len(listing(area(storage_dir, workspace)))
+
+
+LONG = "x" * 200_000
+
+
+async def long_link_name(input: object, context: pegboard.ToolContext) -> object:
+    return ["intro", pegboard.ResourceLink(uri="file:///a", name=LONG)]
+
+
+async def long_link_title(input: object, context: pegboard.ToolContext) -> object:
+    return pegboard.ResourceLink(uri="file:///a", name="a", title=LONG)
+
+
+async def long_link_uri(input: object, context: pegboard.ToolContext) -> object:
+    return pegboard.ResourceLink(uri="file:///" + LONG, name="a")
+
+
+async def long_resource_uri(input: object, context: pegboard.ToolContext) -> object:
+    return pegboard.EmbeddedResource(uri="file:///" + LONG, text="short")
+
+
+async def long_data_resource_uri(input: object, context: pegboard.ToolContext) -> object:
+    return [pegboard.EmbeddedResource(uri="file:///" + LONG, data=b"\x00", mime_type="x/y")]
+
+
+async def many_links(input: object, context: pegboard.ToolContext) -> object:
+    return [pegboard.ResourceLink(uri=f"file:///{n}/" + "y" * 900, name="n") for n in range(100)]
+
+
+def every_text(outcome: pegboard.Outcome) -> str:
+    """Every string of every content item, joined as the limits measure them."""
+    items = outcome.content if isinstance(outcome, pegboard.Completed) else outcome.partial
+    found = []
+    for item in items:
+        for field in attrs.fields(type(item)):
+            value = getattr(item, field.name)
+            if isinstance(value, str):
+                found.append(value)
+    return "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "execute",
+    [
+        long_link_name,
+        long_link_title,
+        long_link_uri,
+        long_resource_uri,
+        long_data_resource_uri,
+        many_links,
+    ],
+)
+async def test_law_canonical_representation_bounding_measures_every_text_a_content_item_carries(
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    context: Callable[..., pegboard.ToolContext],
+    execute: Callable[..., Any],
+) -> None:
+    """Link names, titles and URIs and resource URIs are bounded; the file keeps them whole."""
+    tool = pegboard.tool(description="Long labels.", execute=execute)
+    outcome = await run_once(host, workspace, tool, context(), limits=SMALL, storage=storage_dir)
+    assert isinstance(outcome, pegboard.Completed)
+    assert within(every_text(outcome), SMALL)
+    kept = area(storage_dir, workspace)
+    (name,) = listing(kept)
+    saved = (kept / name).read_text()
+    if execute is not many_links:
+        assert LONG in saved
+    else:
+        assert "y" * 900 in saved
+    if execute is long_data_resource_uri:
+        (resource,) = outcome.content[1:]
+        assert isinstance(resource, pegboard.EmbeddedResource)
+        assert b"\x00" == resource.data  # media stays; its URI is shortened
+        assert resource.uri.endswith("…")

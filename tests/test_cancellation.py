@@ -225,3 +225,83 @@ async def test_cancellation_is_not_logged_for_calls_that_were_not_cancelled(
         outcome = await location.prepare().execute(pegboard.ToolCall("sync", "{}", context()))
     assert (pegboard.Text("ok"),) == outcome.content  # type: ignore[union-attr]
     assert "discarded" not in caplog.text
+
+
+# Native asyncio cancellation: no cancel scope remembers it, the task does.
+
+
+def swallowing(started: anyio.Event, translation: str) -> pegboard.Tool:
+    @pegboard.tool(description="Swallows asyncio's cancellation.")
+    async def swallows(input: Any, ctx: pegboard.ToolContext) -> str:
+        import asyncio
+
+        try:
+            started.set()
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            if translation == "returns":
+                return "interrupted, but here is a result"
+            raise pegboard.ToolFailure("interrupted") from None
+        return "never"
+
+    return swallows
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("translation", ["returns", "raises ToolFailure"])
+@pytest.mark.parametrize("how", ["task.cancel", "wait_for", "timeout"])
+async def test_law_canonical_representation_native_asyncio_cancellation_has_no_outcome(
+    location: pegboard.Location, context: Context, translation: str, how: str
+) -> None:
+    """A call cancelled by task.cancel(), asyncio.wait_for or asyncio.timeout settles
+    nothing, even when its tool swallowed the CancelledError.
+    """
+    import asyncio
+
+    started = anyio.Event()
+    location.tools.register({"swallows": swallowing(started, translation)})
+    request = location.prepare()
+    call = pegboard.ToolCall("swallows", "{}", context())
+    outcomes: list[pegboard.Outcome] = []
+
+    async def run() -> None:
+        outcomes.append(await request.execute(call))
+
+    if how == "task.cancel":
+        task = asyncio.create_task(run())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+    elif how == "wait_for":
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run(), 0.05)
+    else:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await run()
+    assert [] == outcomes
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_law_canonical_representation_a_tools_own_asyncio_timeout_is_not_a_cancellation(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A tool that times out its own work with asyncio.timeout or anyio still settles."""
+    import asyncio
+
+    @pegboard.tool(description="Gives up on a slow part.")
+    async def patient(input: Any, ctx: pegboard.ToolContext) -> str:
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(3600)
+        except TimeoutError:
+            pass
+        with anyio.move_on_after(0.01):
+            await anyio.sleep(3600)
+        return "settled"
+
+    location.tools.register({"patient": patient})
+    outcome = await location.prepare().execute(pegboard.ToolCall("patient", "{}", context()))
+    assert (pegboard.Text("settled"),) == outcome.content  # type: ignore[union-attr]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 import strategies
 from hypothesis import given
@@ -28,13 +29,22 @@ def _failed() -> pegboard.Failed:
 
 @given(strategies.outcomes)
 def test_every_outcome_round_trips_through_json_text(outcome: pegboard.Outcome) -> None:
-    """dump, json.dumps, json.loads, load gives back an equal outcome of the same type."""
+    """dump, json.dumps, json.loads, load gives back an equal outcome of the same type,
+    except the ephemeral output, which is not stored.
+    """
     stored = json.loads(json.dumps(pegboard.dump_outcome(outcome)))
     loaded = pegboard.load_outcome(stored)
-    assert outcome == loaded
+    assert _stored(outcome) == loaded
     assert type(outcome) is type(loaded)
     assert [type(item) for item in _items(outcome)] == [type(item) for item in _items(loaded)]
     assert pegboard.dump_outcome(loaded) == stored
+
+
+def _stored(outcome: pegboard.Outcome) -> pegboard.Outcome:
+    """What a stored outcome holds: all but a success's ephemeral output."""
+    if isinstance(outcome, pegboard.Completed):
+        return attrs.evolve(outcome, output=None)
+    return outcome
 
 
 def _items(outcome: pegboard.Outcome) -> tuple[pegboard.ContentItem, ...]:
@@ -66,29 +76,76 @@ def test_metadata_stays_absent_and_null_output_stays_null() -> None:
     assert loaded.name is None
 
 
-def test_loaded_output_and_metadata_are_read_only() -> None:
+def test_loaded_metadata_and_provider_state_are_read_only() -> None:
     """A loaded outcome is as immutable as a live one."""
-    outcome = pegboard.Completed({"rows": [1, 2]}, (pegboard.Text("ok"),), {"took": 3})
+    outcome = pegboard.Completed(
+        None, (pegboard.Text("ok"),), {"took": 3}, provider_state={"anthropic": [{"a": 1}]}
+    )
     loaded = pegboard.load_outcome(pegboard.dump_outcome(outcome))
     assert isinstance(loaded, pegboard.Completed)
     with pytest.raises(TypeError, match="read-only"):
-        loaded.output["rows"].append(3)
-    with pytest.raises(TypeError, match="read-only"):
         loaded.metadata["took"] = 4  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        loaded.provider_state["anthropic"].append(3)  # type: ignore[index]
 
 
 def test_dump_gives_a_copy_the_caller_may_change() -> None:
     """Changing the stored form never changes the outcome it came from."""
-    outcome = pegboard.Completed({"rows": [1]}, (pegboard.Text("ok"),))
+    outcome = pegboard.Completed(None, (pegboard.Text("ok"),), {"rows": [1]})
     stored = pegboard.dump_outcome(outcome)
-    stored["output"]["rows"].append(2)
-    assert {"rows": [1]} == outcome.output
+    stored["metadata"]["rows"].append(2)
+    assert {"rows": [1]} == outcome.metadata
 
 
-def test_dump_refuses_output_that_is_not_json() -> None:
+def test_durable_form_a_success_stores_exactly_content_metadata_and_provider_state() -> None:
+    """The ephemeral output is never stored, however large: 5 MB of it add nothing."""
+    content = (pegboard.Text("5 MB of rows, summarized"),)
+    outcome = pegboard.Completed(
+        {"rows": "x" * 5_000_000},
+        content,
+        {"took": 3},
+        call=_IDENTITY,
+        name="rows",
+        provider_state={"anthropic": [{"type": "text", "text": "verbatim"}]},
+    )
+    stored = pegboard.dump_outcome(outcome)
+    assert {
+        "version": 1,
+        "status": "completed",
+        "content": [{"type": "text", "text": "5 MB of rows, summarized"}],
+        "metadata": {"took": 3},
+        "provider_state": {"anthropic": [{"type": "text", "text": "verbatim"}]},
+        "name": "rows",
+        "call": {"session_id": "s", "agent": "a", "message_id": "m", "call_id": "c"},
+    } == stored
+    assert len(json.dumps(stored)) < 1000
+    loaded = pegboard.load_outcome(stored)
+    assert attrs.evolve(outcome, output=None) == loaded
+
+
+def test_durable_form_load_outcome_refuses_empty_content() -> None:
+    """A stored success without content is refused, naming where; so is dumping one."""
+    stored = pegboard.dump_outcome(pegboard.Completed(None, (pegboard.Text("ok"),)))
+    stored["content"] = []
+    with pytest.raises(ValueError, match=r"stored outcome at \$\.content: .*non-empty"):
+        pegboard.load_outcome(stored)
+    with pytest.raises(ValueError, match="non-empty content"):
+        pegboard.dump_outcome(pegboard.Completed(None, ()))
+
+
+def test_durable_form_an_earlier_stored_output_is_not_read() -> None:
+    """A record an earlier pegboard wrote with its output loads, without the output."""
+    stored = pegboard.dump_outcome(pegboard.Completed(None, (pegboard.Text("ok"),)))
+    stored["output"] = {"rows": [1]}
+    loaded = pegboard.load_outcome(stored)
+    assert isinstance(loaded, pegboard.Completed)
+    assert loaded.output is None
+
+
+def test_dump_refuses_metadata_that_is_not_json() -> None:
     """A hand-built outcome with a non-JSON value is refused, naming where it is."""
-    outcome = pegboard.Completed({"when": {1, 2}}, (pegboard.Text("ok"),))
-    with pytest.raises(ValueError, match=r"output\.when is not JSON"):
+    outcome = pegboard.Completed(None, (pegboard.Text("ok"),), {"when": {1, 2}})
+    with pytest.raises(ValueError, match=r"metadata\.when is not JSON"):
         pegboard.dump_outcome(outcome)
     failed = pegboard.Failed(pegboard.ToolError("tool_failure", "x", metadata={"n": float("nan")}))
     with pytest.raises(ValueError, match=r"error\.metadata\.n is not JSON"):
@@ -160,7 +217,7 @@ async def test_live_outcomes_round_trip_with_identity_and_name(
     failed = await request.execute(pegboard.ToolCall("nope", "{}", context("c2")))
     for outcome in (completed, failed):
         stored = json.loads(json.dumps(pegboard.dump_outcome(outcome)))
-        assert outcome == pegboard.load_outcome(stored)
+        assert _stored(outcome) == pegboard.load_outcome(stored)
     assert "echo" == pegboard.dump_outcome(completed)["name"]
     assert "c2" == pegboard.dump_outcome(failed)["call"]["call_id"]
     assert "nope" == pegboard.dump_outcome(failed)["name"]

@@ -184,3 +184,36 @@ async def test_no_calls_and_one_call(
     assert ["fast c1"] == _texts(
         await request.execute_all(iter([pegboard.ToolCall("fast", "{}", context("c1"))]))
     )
+
+
+async def test_law_per_call_rejection_a_rejected_permission_is_that_calls_failed_outcome(
+    host: pegboard.Host, workspace: Any, storage_dir: Any, context: Context
+) -> None:
+    """A bare Reject() from the approver fails its call alone; the siblings complete."""
+
+    async def says_no(request: pegboard.PermissionRequest) -> pegboard.Reject:
+        return pegboard.Reject()
+
+    made = Step()
+    async with host.location(
+        workspace, plugins=["builtin"], storage=storage_dir, approver=says_no
+    ) as location:
+        location.tools.register(made.tools())
+        calls = [
+            pegboard.ToolCall("slow", "{}", context("c1")),
+            pegboard.ToolCall("write", {"path": "a.txt", "content": "x"}, context("c2")),
+            pegboard.ToolCall("fast", "{}", context("c3")),
+        ]
+        with anyio.fail_after(5):
+            outcomes = await location.prepare().execute_all(calls)
+    slow, write, fast = outcomes
+    assert ["slow c1", "fast c3"] == _texts([slow, fast])
+    assert isinstance(write, pegboard.Failed)
+    assert "rejected" == write.error.kind
+    assert "the user rejected" in write.error.message
+    assert write.call is not None
+    assert "c2" == write.call.call_id
+    assert "write" == write.name
+    assert write.error.metadata is not None
+    assert write.error.metadata["action"]
+    assert not (workspace / "a.txt").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -70,7 +70,8 @@ BAD_INPUTS = [
     pytest.param("add", '{"a": true, "b": 2}', "$.a: expected integer", "type", id="bool-int"),
     pytest.param("add", '{"a": 2.5, "b": 2}', "$.a: expected integer", "type", id="float-int"),
     pytest.param("add", '{"a": null, "b": 2}', "$.a: expected integer", "type", id="null-field"),
-    pytest.param("add", "null", "expected object, got null", "type", id="null"),
+    pytest.param("add", "null", "were null, read as {}: 'a' is a required", "required", id="null"),
+    pytest.param("add", "[1, 2]", "expected object, got array", "type", id="array"),
     pytest.param("add", "[1, 2]", "expected object, got array", "type", id="list"),
     pytest.param("add", '{"a": 1,', "not valid JSON", "json", id="invalid-json"),
     pytest.param("add", '{"a": NaN, "b": 1}', "$.a: NaN", "number", id="nan"),
@@ -465,6 +466,47 @@ async def test_metadata_is_a_private_copy(location: pegboard.Location, context: 
     outcome = await call(location, "meta", "{}", context())
     shared["items"].append(2)
     assert outcome.metadata == {"items": [1]}  # type: ignore[union-attr]
+
+
+class Shifty(Mapping[str, Any]):
+    """A Mapping that is small when first read and 200 KB on every read after."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def _data(self) -> dict[str, Any]:
+        self.reads += 1
+        return {"note": "small" if self.reads == 1 else "x" * 200_000}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["note"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("where", ["response", "failure"])
+async def test_law_metadata_opt_in_metadata_from_any_mapping_is_copied_once_and_measured(
+    location: pegboard.Location, context: Context, where: str
+) -> None:
+    """A custom Mapping that answers differently when read again cannot pass its bound."""
+
+    @pegboard.tool(description="Shifty metadata.")
+    async def shifty(input: Any, ctx: pegboard.ToolContext) -> Any:
+        if where == "failure":
+            raise pegboard.ToolFailure("no", metadata=Shifty())
+        return pegboard.ToolResponse(content="ok", metadata=Shifty())
+
+    location.tools.register({"shifty": shifty})
+    outcome = await call(location, "shifty", "{}", context())
+    metadata = (
+        outcome.metadata if isinstance(outcome, pegboard.Completed) else outcome.error.metadata
+    )
+    assert {"note": "small"} == metadata
+    assert type(metadata) is pegboard.FrozenDict
 
 
 async def test_law_durable_identity(location: pegboard.Location, context: Context) -> None:
@@ -1156,3 +1198,59 @@ def test_call_identity_of_a_context_is_its_four_ids() -> None:
     tagged = Tagged.of(runner)
     assert type(tagged) is Tagged
     assert attrs.asdict(tagged) == {**ids, "call_id": "call-1"}
+
+
+@pytest.mark.parametrize("raw", ["", "   \n", "null", b"", " null "])
+async def test_empty_arguments_decode_as_an_empty_object_where_the_schema_accepts_it(
+    location: pegboard.Location, context: Context, raw: str | bytes
+) -> None:
+    """ "", whitespace and null for a tool whose input accepts {} run it with {}."""
+    seen: list[Any] = []
+
+    @pegboard.tool(description="No input.", input={"type": "object", "properties": {}})
+    async def now(input: Any, ctx: pegboard.ToolContext) -> str:
+        seen.append(input)
+        return "12:00"
+
+    @attrs.frozen
+    class Paging:
+        limit: int = 10
+
+    @pegboard.tool(description="Defaults.", input=Paging)
+    async def listing(input: Paging, ctx: pegboard.ToolContext) -> str:
+        seen.append(input)
+        return "listed"
+
+    location.tools.register({"now": now, "listing": listing})
+    request = location.prepare()
+    first = await request.execute(pegboard.ToolCall("now", raw, context()))
+    second = await request.execute(pegboard.ToolCall("listing", raw, context()))
+    assert isinstance(first, pegboard.Completed)
+    assert isinstance(second, pegboard.Completed)
+    assert [{}, Paging(10)] == seen
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"), [("", "empty ('')"), ("  ", "only whitespace ('  ')"), ("null", "null")]
+)
+async def test_empty_arguments_for_a_tool_that_needs_input_say_what_arrived(
+    location: pegboard.Location, context: Context, raw: str, said: str
+) -> None:
+    """Without a valid empty input, the message names what arrived and what is missing."""
+    ran: list[Any] = []
+
+    @pegboard.tool(
+        description="Needs a path.",
+        input={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    )
+    async def read(input: Any, ctx: pegboard.ToolContext) -> str:
+        ran.append(input)
+        return "never"
+
+    location.tools.register({"read": read})
+    outcome = await location.prepare().execute(pegboard.ToolCall("read", raw, context()))
+    assert isinstance(outcome, pegboard.Failed)
+    assert "invalid_input" == outcome.error.kind
+    assert f"the arguments were {said}" in outcome.error.message
+    assert "'path' is a required property" in outcome.error.message
+    assert [] == ran

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 from anthropic.types import ToolChoiceParam, ToolParam, ToolResultBlockParam
 from google.genai import types as genai
@@ -561,3 +562,116 @@ def test_the_package_imports_no_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert "[]" == shown.strip()
+
+
+# -- provider-owned result state --------------------------------------------------------
+
+_SEARCH_RESULT = {
+    "type": "search_result",
+    "source": "https://example.com/cited",
+    "title": "CITED-MARK",
+    "content": [{"type": "text", "text": "The verbatim passage."}],
+    "citations": {"enabled": True},
+}
+
+
+@pytest.mark.anyio
+async def test_provider_state_reaches_only_its_providers_result_verbatim(
+    tmp_path: Path, context: Context
+) -> None:
+    """Anthropic search_result blocks ride in provider state: its result() sends them as
+    they are, after the content; other providers, content, output and metadata never see them.
+    """
+
+    @pegboard.tool(description="Searches.", output={"type": "object"})
+    async def search(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(
+            output={"hits": 1},
+            content="One result, below.",
+            provider_state={"anthropic": [_SEARCH_RESULT]},
+        )
+
+    async with pegboard.Host().location(tmp_path, plugins=[], storage=tmp_path / "s") as location:
+        location.tools.register({"search": search})
+        outcome = await location.prepare().execute(pegboard.ToolCall("search", "{}", context()))
+    assert isinstance(outcome, pegboard.Completed)
+    assert {"anthropic": [_SEARCH_RESULT]} == outcome.provider_state
+    assert "CITED-MARK" not in json.dumps(
+        [
+            pegboard.thaw(outcome.output),
+            pegboard.dump_outcome(attrs.evolve(outcome, provider_state=None)),
+        ]
+    )
+    block = anthropic.result(outcome)
+    validate_result(anthropic, block)
+    assert [{"type": "text", "text": "One result, below."}, _SEARCH_RESULT] == block["content"]
+    for provider in (openai_chat, openai_responses, gemini):
+        rendered = provider.result(outcome)
+        validate_result(provider, rendered)
+        assert "CITED-MARK" not in json.dumps(rendered, default=repr)
+    stored = pegboard.load_outcome(json.loads(json.dumps(pegboard.dump_outcome(outcome))))
+    assert block == anthropic.result(stored)
+
+
+@pytest.mark.parametrize(
+    ("state", "why"),
+    [
+        ({"anthropic": [{"when": {1, 2}}]}, "not plain JSON"),
+        ({"anthropic": [{"text": "x" * 20_000}]}, "over the"),
+        (["not", "an", "object"], "not a JSON object"),
+    ],
+    ids=["not-json", "oversized", "not-an-object"],
+)
+@pytest.mark.anyio
+async def test_provider_state_is_validated_as_json_and_bounded_like_metadata(
+    tmp_path: Path, context: Context, caplog: pytest.LogCaptureFixture, state: Any, why: str
+) -> None:
+    """Bad or oversized provider state is dropped with a warning; the call still completes."""
+
+    @pegboard.tool(description="Bad state.")
+    async def bad(input: Any, ctx: pegboard.ToolContext) -> Any:
+        return pegboard.ToolResponse(content="ok", provider_state=state)
+
+    async with pegboard.Host().location(tmp_path, plugins=[], storage=tmp_path / "s") as location:
+        location.tools.register({"bad": bad})
+        outcome = await location.prepare().execute(pegboard.ToolCall("bad", "{}", context()))
+    assert isinstance(outcome, pegboard.Completed)
+    assert outcome.provider_state is None
+    assert "dropped provider state" in caplog.text
+    assert why in caplog.text
+
+
+def test_provider_state_that_is_not_a_list_of_blocks_is_refused_by_anthropic() -> None:
+    """Anthropic's state must be a list of blocks: anything else is one clear error."""
+    outcome = attrs.evolve(_completed(_TEXT), provider_state={"anthropic": {"type": "x"}})
+    with pytest.raises(ValueError, match=r"provider_state\['anthropic'\] is a list"):
+        anthropic.result(outcome)
+
+
+# -- tool-count limits ------------------------------------------------------------------
+
+
+def _many(count: int) -> Any:
+    request = _fake_request(*(f"tool_{number}" for number in range(count)))
+    request.deferred = ()
+    return request
+
+
+@pytest.mark.parametrize("provider", [openai_chat, openai_responses], ids=["chat", "responses"])
+def test_tools_raises_compatibility_error_past_a_providers_documented_tool_count_limit(
+    provider: Any,
+) -> None:
+    """OpenAI takes at most 128 tools: 128 render, 130 are one clear error naming the 129th."""
+    validate_tools(provider, provider.tools(_many(128)))
+    with pytest.raises(CompatibilityError) as caught:
+        provider.tools(_many(130))
+    error = caught.value
+    assert ("max_tools", "tool_128") == (error.rule, error.tool)
+    assert "at most 128 tools in one request and this one has 130" in str(error)
+    assert "defer" in str(error)
+
+
+@pytest.mark.parametrize("provider", [anthropic, gemini], ids=["anthropic", "gemini"])
+def test_providers_without_a_documented_tool_count_limit_take_many_tools(provider: Any) -> None:
+    """Anthropic and Gemini document no per-request maximum: 130 tools render."""
+    validate_tools(provider, provider.tools(_many(130)))

@@ -51,6 +51,7 @@ def tools(
     portal: anyio.from_thread.BlockingPortal | None = None,
     session_id: str = "langchain",
     agent: str = "langchain",
+    final_step: bool = False,
     on_outcome: OutcomeHook | None = None,
 ) -> list[PegboardTool]:
     """One `PegboardTool` per tool of ``location``, sharing one request prepared now.
@@ -63,6 +64,11 @@ def tools(
     ``invoke`` inside the Location's loop thread would block that loop, so it raises.
 
     ``session_id`` is overridden by a LangGraph ``thread_id`` in the run's config.
+    With ``final_step=True`` the request is the final step's: bind the tools with
+    ``model.bind_tools(tools, tool_choice="none")`` where the chat model takes it, and
+    a call the model makes anyway fails as ``final_step``. A call to a name none of
+    these tools has is answered by LangChain (``ToolNode``, ``create_agent``) before
+    any of them sees it, so it has no pegboard outcome.
     """
     if portal is None:
         try:
@@ -76,7 +82,7 @@ def tools(
         loop = _Loop(threading.get_ident(), token, None)
     else:
         loop = _Loop(portal.call(threading.get_ident), None, portal)
-    request = location.prepare()
+    request = location.prepare(final_step=final_step)
     return [
         PegboardTool._of(definition, _Binding(request, loop, session_id, agent, on_outcome))
         for definition in request.definitions

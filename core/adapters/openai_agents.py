@@ -14,7 +14,15 @@ from pegboard.providers import CompatibilityError, openai_responses
 from ._answer import OutcomeHook, data_url, items, media, text_of, text_only
 
 try:
-    from agents import FunctionTool, ToolOutputFileContent, ToolOutputImage, ToolOutputText
+    from agents import (
+        FunctionTool,
+        ModelSettings,
+        RunConfig,
+        ToolOutputFileContent,
+        ToolOutputImage,
+        ToolOutputText,
+    )
+    from agents.run_config import ToolErrorFormatterArgs
     from agents.tool_context import ToolContext
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -22,7 +30,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "pip install 'pegboard[openai-agents]'"
     ) from error
 
-__all__ = ("function_tools",)
+__all__ = ("PegboardTools", "function_tools")
 
 _log = logging.getLogger("pegboard")
 _IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -34,29 +42,90 @@ def function_tools(
     *,
     strict: bool = True,
     session_id: str = "openai-agents",
+    final_step: bool = False,
     on_outcome: OutcomeHook | None = None,
-) -> list[FunctionTool]:
+) -> PegboardTools:
     """One ``FunctionTool`` per tool of ``location``, for an Agents SDK ``Agent(tools=...)``.
 
-    The tools share one pegboard request, prepared now: call this again (and build the
-    agent again) to follow registration changes. With ``strict=True`` each input schema
-    is converted to OpenAI's strict profile by `pegboard.providers.openai_responses`,
-    and a tool whose schema cannot be converted is sent as it is, not strict; the model's
-    strict arguments go through ``strict_input`` before the pipeline checks them.
-    An output schema that is not an object is wrapped as ``{"result": ...}``, as the SDK
-    takes object output schemas only.
+    The tools share one pegboard request, prepared now (with ``final_step``): call this
+    again (and build the agent again) to follow registration changes. With
+    ``strict=True`` each input schema is converted to OpenAI's strict profile by
+    `pegboard.providers.openai_responses`, and a tool whose schema cannot be converted
+    is sent as it is, not strict; the model's strict arguments go through
+    ``strict_input`` before the pipeline checks them. Output schemas are not declared
+    to the SDK: it validates every output against one and ends the run when a call
+    fails, while pegboard answers with the call's content or error.
 
     Every call settles into its outcome; a failure reaches the model as
     ``Error: <message>`` with any partial output. A tool that raises does not abort the
     run: the exception is logged on the ``pegboard`` logger and the model is told the
     call failed. Cancellation propagates. The call's identity is ``session_id``, the
     agent's name, the function call item's ID and its call ID.
+
+    Pass ``run_config=tools.run_config()`` to ``Runner.run``: a call to a tool the agent
+    does not have is then answered with its pegboard ``unknown_tool`` outcome (given to
+    ``on_outcome`` too) and the run goes on, and a final step says ``tool_choice="none"``.
     """
-    request = location.prepare()
-    return [
-        _function_tool(request, definition, strict, session_id, on_outcome)
-        for definition in request.definitions
-    ]
+    request = location.prepare(final_step=final_step)
+    return PegboardTools(
+        [
+            _function_tool(request, definition, strict, session_id, on_outcome)
+            for definition in request.definitions
+        ],
+        request=request,
+        session_id=session_id,
+        on_outcome=on_outcome,
+    )
+
+
+class PegboardTools(list[FunctionTool]):
+    """The tools `function_tools` made, and the run settings that answer every call."""
+
+    def __init__(
+        self,
+        tools: list[FunctionTool],
+        *,
+        request: pegboard.Request,
+        session_id: str,
+        on_outcome: OutcomeHook | None,
+    ) -> None:
+        super().__init__(tools)
+        self.request = request
+        self._session_id = session_id
+        self._on_outcome = on_outcome
+
+    def run_config(self, **settings: Any) -> RunConfig:
+        """A ``RunConfig`` (with ``settings``) under which unknown tool calls are answered
+        by pegboard and the run goes on, and a final step asks for ``tool_choice="none"``.
+        """
+        if self.request.final_step:
+            model_settings = settings.get("model_settings") or ModelSettings()
+            settings["model_settings"] = model_settings.resolve(ModelSettings(tool_choice="none"))
+        return RunConfig(
+            tool_not_found_behavior="return_error_to_model",
+            tool_error_formatter=self._formatted,
+            **settings,
+        )
+
+    async def _formatted(self, error: ToolErrorFormatterArgs[Any]) -> str | None:
+        if error.kind != "tool_not_found":
+            return None  # the SDK's own words for what never reached pegboard
+        wrapper = error.run_context
+        agent = getattr(wrapper, "agent", None)
+        call = pegboard.ToolCall(
+            error.tool_name,
+            "{}",
+            pegboard.ToolContext(
+                session_id=self._session_id,
+                agent=getattr(agent, "name", None) or "agent",
+                message_id=error.call_id,
+                call_id=error.call_id,
+            ),
+        )
+        outcome = await self.request.execute(call)
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+        return text_only(outcome)
 
 
 class _Definitions:
@@ -77,17 +146,6 @@ def _strict(definition: pegboard.ToolDefinition) -> dict[str, Any] | None:
         _log.info("tool %r is sent without strict mode: %s", definition.name, error)
         return None
     return cast("dict[str, Any]", rendered["parameters"])
-
-
-def _output_schema(definition: pegboard.ToolDefinition) -> dict[str, Any] | None:
-    if definition.output_schema is None:
-        return None
-    schema = pegboard.thaw(definition.output_schema)
-    if schema.get("type") != "object":
-        schema = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
-    wrapped = pegboard.ToolDefinition(definition.name, definition.description, schema, None)
-    # The SDK wants a strict object schema; one that cannot be made strict is left out.
-    return _strict(wrapped)
 
 
 def _function_tool(
@@ -133,7 +191,6 @@ def _function_tool(
         else parameters,
         on_invoke_tool=invoke,
         strict_json_schema=parameters is not None,
-        output_json_schema=_output_schema(definition),
     )
 
 

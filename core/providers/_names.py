@@ -6,7 +6,11 @@ import re
 
 from ._errors import CompatibilityError
 
-__all__ = ("ANTHROPIC", "GEMINI", "OPENAI", "check_name")
+__all__ = ("ANTHROPIC", "GEMINI", "OPENAI", "OPENAI_MAX_TOOLS", "check_count", "check_name")
+
+#: OpenAI's documented maximum of functions in one request ("A max of 128
+#: functions are supported"). Anthropic and Gemini document none per request.
+OPENAI_MAX_TOOLS = 128
 
 OPENAI = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 ANTHROPIC = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")
@@ -24,3 +28,18 @@ def check_name(name: str, rule: re.Pattern[str], provider: str) -> None:
             path="$",
             rule="name",
         )
+
+
+def check_count(names: list[str], limit: int, provider: str) -> None:
+    """Raise `CompatibilityError` when more than ``limit`` tools would be sent."""
+    if len(names) <= limit:
+        return
+    raise CompatibilityError(
+        f"{provider} takes at most {limit} tools in one request and this one has "
+        f"{len(names)}; defer tools (location.prepare(defer='auto')) so that search_tools "
+        "finds them, or withdraw some with a prepare_request hook",
+        provider=provider,
+        tool=names[limit],
+        path="$",
+        rule="max_tools",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pegboard
@@ -10,9 +11,10 @@ from ._answer import Answer, answer, encoded, interruption, left_out, media, tex
 from ._names import ANTHROPIC as NAMES
 from ._names import check_name
 from ._search import native_parts
+from ._step import Found, field, plain, settle
 from ._strict import ANTHROPIC, parameters
 
-__all__ = ("interrupted", "result", "tool_choice", "tools")
+__all__ = ("interrupted", "result", "run_step", "tool_choice", "tools")
 
 PROVIDER = "Anthropic"
 _IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -70,9 +72,22 @@ def result(outcome: pegboard.Outcome) -> dict[str, Any]:
     """The ``tool_result`` block answering the outcome's call, with ``is_error``.
 
     Text, images (PNG, JPEG, GIF, WebP) and PDF documents go in; other media
-    (SVG, audio) is replaced by a note saying what was left out.
+    (SVG, audio) is replaced by a note saying what was left out. A completed
+    outcome's ``provider_state["anthropic"]`` (a list of content blocks the
+    protocol needs verbatim, such as ``search_result`` blocks with citations)
+    follows the content unchanged; other providers' state is ignored.
     """
-    return _block(answer(outcome))
+    block = _block(answer(outcome))
+    state = outcome.provider_state if isinstance(outcome, pegboard.Completed) else None
+    if state is not None and "anthropic" in state:
+        blocks = state["anthropic"]
+        if not isinstance(blocks, list) or not all(isinstance(item, dict) for item in blocks):
+            raise ValueError(
+                "provider_state['anthropic'] is a list of tool_result content blocks "
+                f"(objects), got {type(blocks).__name__}; fix the tool's ToolResponse"
+            )
+        block["content"].extend(pegboard.thaw(blocks))
+    return block
 
 
 def interrupted(call: pegboard.ToolCall, reason: str) -> dict[str, Any]:
@@ -103,3 +118,47 @@ def _block(reply: Answer) -> dict[str, Any]:
         "content": content,
         "is_error": reply.is_error,
     }
+
+
+async def run_step(
+    request: pegboard.Request,
+    response: object,
+    *,
+    session_id: str,
+    agent: str,
+    timeout: float | None = None,  # noqa: ASYNC109 - each call's limit, not this function's
+    on_event: Callable[[pegboard.StepEvent], object] | None = None,
+) -> list[dict[str, Any]]:
+    """Execute every ``tool_use`` block of a ``Message`` (the SDK object or its dict)
+    concurrently and return what the host appends: one ``user`` message whose
+    content is a ``tool_result`` block per call ID, in call order (an empty list
+    when the message has no tool use).
+
+    Every call is answered whatever happens: its outcome; a call past
+    ``timeout`` seconds, or whose tool raised (reported to ``on_event`` as a
+    ``"defect"``), as interrupted; unknown and final-step calls as failures.
+    The message ID of the calls is the message's ``id``. Cancelling this
+    cancels every call and propagates.
+    """
+    data = plain(response, PROVIDER)
+    found: list[Found] = [
+        (
+            field(block, "id", "ID on a tool_use block", PROVIDER),
+            block.get("name") or "",
+            block.get("input") or {},
+        )
+        for block in field(data, "content", "content", PROVIDER)
+        if block.get("type") == "tool_use"
+    ]
+    blocks = await settle(
+        request,
+        found,
+        session_id=session_id,
+        agent=agent,
+        message_id=data.get("id"),  # type: ignore[arg-type]
+        timeout=timeout,
+        on_event=on_event,
+        result=result,
+        interrupted=interrupted,
+    )
+    return [{"role": "user", "content": blocks}] if blocks else []

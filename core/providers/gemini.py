@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pegboard
@@ -10,9 +11,10 @@ from ._answer import Answer, answer, interruption, left_out, media, text_of
 from ._names import GEMINI as NAMES
 from ._names import check_name
 from ._search import no_native_search
+from ._step import Found, field, plain, settle
 from ._strict import parameters
 
-__all__ = ("interrupted", "result", "tool_choice", "tools")
+__all__ = ("interrupted", "result", "run_step", "tool_choice", "tools")
 
 PROVIDER = "Gemini"
 _INLINE = frozenset(
@@ -112,3 +114,62 @@ def _parts(reply: Answer, name: str) -> list[dict[str, Any]]:
     key = "error" if reply.is_error else "output"
     response = {"id": reply.call_id, "name": name, "response": {key: "\n".join(texts)}}
     return [{"function_response": response}, *inline]
+
+
+async def run_step(
+    request: pegboard.Request,
+    response: object,
+    *,
+    session_id: str,
+    agent: str,
+    timeout: float | None = None,  # noqa: ASYNC109 - each call's limit, not this function's
+    on_event: Callable[[pegboard.StepEvent], object] | None = None,
+) -> list[dict[str, Any]]:
+    """Execute every ``function_call`` part of a ``GenerateContentResponse`` (the
+    SDK object or its dict) concurrently and return what the host appends: one
+    ``user`` content whose parts are a ``function_response`` per call, in call
+    order, then the media parts (an empty list without function calls).
+
+    Every call is answered whatever happens: its outcome; a call past
+    ``timeout`` seconds, or whose tool raised (reported to ``on_event`` as a
+    ``"defect"``), as interrupted; unknown and final-step calls as failures.
+    The message ID of the calls is the response's ``response_id``. A call the
+    model sent without an ID gets ``<response_id>:<index>`` as its call ID, and
+    its answer carries no ID, as the model sent none. Cancelling this cancels
+    every call and propagates.
+    """
+    data = plain(response, PROVIDER)
+    candidates = field(data, "candidates", "candidates", PROVIDER)
+    content = field(candidates[0], "content", "candidates[0].content", PROVIDER)
+    message_id = data.get("response_id")
+    found: list[Found] = []
+    anonymous: set[str] = set()
+    for index, part in enumerate(content.get("parts") or ()):
+        call = part.get("function_call")
+        if not call:
+            continue
+        call_id = call.get("id")
+        if not call_id:
+            call_id = f"{message_id}:{index}"
+            anonymous.add(call_id)
+        found.append((call_id, call.get("name") or "", call.get("args") or {}))
+    answers = await settle(
+        request,
+        found,
+        session_id=session_id,
+        agent=agent,
+        message_id=message_id,  # type: ignore[arg-type]
+        timeout=timeout,
+        on_event=on_event,
+        result=result,
+        interrupted=interrupted,
+    )
+    if not answers:
+        return []
+    for rendered in answers:
+        response_part = rendered[0]["function_response"]
+        if response_part["id"] in anonymous:
+            del response_part["id"]
+    parts = [rendered[0] for rendered in answers]
+    parts += [extra for rendered in answers for extra in rendered[1:]]
+    return [{"role": "user", "parts": parts}]

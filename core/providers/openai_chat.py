@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import pegboard
@@ -18,11 +19,13 @@ from ._answer import (
     text_of,
 )
 from ._names import OPENAI as NAMES
-from ._names import check_name
+from ._names import OPENAI_MAX_TOOLS as MAX_TOOLS
+from ._names import check_count, check_name
 from ._search import no_native_search
+from ._step import Found, field, plain, settle
 from ._strict import OPENAI, parameters, strict_input
 
-__all__ = ("interrupted", "result", "strict_input", "tool_choice", "tools")
+__all__ = ("interrupted", "result", "run_step", "strict_input", "tool_choice", "tools")
 
 PROVIDER = "OpenAI Chat Completions"
 _IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -38,12 +41,14 @@ def tools(
     With ``strict=True`` each input schema is converted to OpenAI's strict
     subset; pass the arguments the model sends through `strict_input` before
     executing them. Raises `pegboard.providers.CompatibilityError` for a name
-    or schema OpenAI cannot take. Deferred tools are found through the portable
+    or schema OpenAI cannot take, and past OpenAI's documented maximum of 128
+    tools in one request. Deferred tools are found through the portable
     ``search_tools`` among the definitions: Chat Completions has no native tool
     search, so ``native_search=True`` raises `CompatibilityError`.
     """
     if native_search:
         raise no_native_search(PROVIDER)
+    check_count([definition.name for definition in request.definitions], MAX_TOOLS, PROVIDER)
     rendered = []
     for definition in request.definitions:
         check_name(definition.name, NAMES, PROVIDER)
@@ -120,3 +125,53 @@ def _part(item: pegboard.ContentItem, mime_type: str, data: bytes) -> dict[str, 
             "file": {"file_data": data_url(mime_type, data), "filename": filename(item, mime_type)},
         }
     return None
+
+
+async def run_step(
+    request: pegboard.Request,
+    response: object,
+    *,
+    session_id: str,
+    agent: str,
+    timeout: float | None = None,  # noqa: ASYNC109 - each call's limit, not this function's
+    on_event: Callable[[pegboard.StepEvent], object] | None = None,
+) -> list[dict[str, Any]]:
+    """Execute every tool call of a ``ChatCompletion`` (the SDK object or its dict)
+    concurrently and return the messages the host appends, in the order OpenAI
+    requires: one ``tool`` message per call ID, in call order, then the ``user``
+    messages carrying media.
+
+    Every call is answered whatever happens: its outcome; a call past
+    ``timeout`` seconds, or whose tool raised (reported to ``on_event`` as a
+    ``"defect"``), as interrupted; unknown and final-step calls as failures.
+    The message ID of the calls is the completion's ``id``. Cancelling this
+    cancels every call and propagates. Arguments go through `strict_input`, so
+    tools rendered with ``strict=True`` need nothing more.
+    """
+    data = plain(response, PROVIDER)
+    choices = field(data, "choices", "choices", PROVIDER)
+    message = field(choices[0], "message", "choices[0].message", PROVIDER)
+    found: list[Found] = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        name = function.get("name") or (call.get("custom") or {}).get("name") or ""
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = (call.get("custom") or {}).get("input") or ""
+        if name and arguments:
+            # Strict-mode nulls for omitted properties; other arguments come back as they are.
+            arguments = strict_input(request, name, arguments)
+        found.append((field(call, "id", "ID on a tool call", PROVIDER), name, arguments))
+    answers = await settle(
+        request,
+        found,
+        session_id=session_id,
+        agent=agent,
+        message_id=data.get("id"),  # type: ignore[arg-type]
+        timeout=timeout,
+        on_event=on_event,
+        result=result,
+        interrupted=interrupted,
+    )
+    messages = [rendered[0] for rendered in answers]
+    return messages + [extra for rendered in answers for extra in rendered[1:]]
