@@ -129,6 +129,9 @@ class Worker:
         self.observed: list[dict[str, str]] = []
         #: The call IDs of calls whose progress came after they settled, when it watches.
         self.late_progress: list[str] = []
+        #: The latest call IDs of calls whose tool returned although cancelled in the
+        #: worker (a result that merely crossed a cancellation on the pipe is not one).
+        self.discarded: collections.deque[str] = collections.deque(maxlen=64)
         self._call_ids: dict[int, str] = {}
         self._waiting: MemoryObjectReceiveStream[Message] | None = None
         #: How many calls were sent to the worker.
@@ -260,6 +263,7 @@ class Worker:
         elif kind == "ended":  # a call the host cancelled is over in the worker
             self.running.discard(message["id"])
             if message["discarded"]:
+                self.discarded.append(str(message["call_id"]))
                 logger.warning(
                     "discarded the result of tool %r (call %s): the call was cancelled "
                     "while it ran",

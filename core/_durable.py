@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, get_args
 
@@ -155,6 +156,13 @@ SCHEMA: Final[Mapping[str, Any]] = freeze(
 
 
 @functools.cache
+def _fast_validator() -> Any:
+    import jsonschema_rs
+
+    return jsonschema_rs.Draft202012Validator(json.loads(json.dumps(SCHEMA)))
+
+
+@functools.cache
 def _validator() -> jsonschema.Draft202012Validator:
     # Built on the first load: importing pegboard does not import jsonschema.
     import jsonschema
@@ -231,11 +239,13 @@ def load_outcome(data: Mapping[str, Any]) -> Outcome:
             f"stored outcome at $.version: version {version!r} is not one this pegboard "
             f"reads (it reads version {VERSION}); load it with the pegboard that stored it"
         )
-    import jsonschema.exceptions
+    if not _fast_validator().is_valid(data):  # jsonschema-rs accepts in microseconds
+        import jsonschema.exceptions
 
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
-    if error is not None:
-        raise ValueError(f"stored outcome at {error.json_path}: {error.message}")
+        # jsonschema is the authority, and names the first thing wrong.
+        error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+        if error is not None:
+            raise ValueError(f"stored outcome at {error.json_path}: {error.message}")
     call = data.get("call")
     identity = None if call is None else CallIdentity(**call)
     name = data.get("name")

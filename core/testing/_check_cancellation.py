@@ -119,7 +119,10 @@ async def _cancel_one(
                     await anyio.sleep(0.001)
             if worker.running:
                 attempt.state = "hung"
-        if attempt.state == "cancelled" and discarded:
+        # A confined tool swallowed the cancellation only if its worker says so: here,
+        # an answer that crossed the cancellation on the pipe is dropped all the same.
+        swallowed = discarded if worker is None else context.call_id in worker.discarded
+        if attempt.state == "cancelled" and swallowed:
             attempt.state = "discarded"  # the pipeline dropped what the tool returned
     bench.forget(context.call_id)
     return attempt
