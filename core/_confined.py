@@ -288,11 +288,13 @@ class Worker:
         process = self._process
         status = None
         if process is not None:
-            with anyio.move_on_after(2.0):
-                status = await process.wait()
-            if status is None:
-                self.kill()
-                status = await process.wait()
+            # Shielded: a worker is reaped even when the Location closing cancels this.
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(2.0):
+                    status = await process.wait()
+                if status is None:
+                    self.kill()
+                    status = await process.wait()
         why = self._why or _describe_exit(status)
         self.dead = why
         self.running.clear()

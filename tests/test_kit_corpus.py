@@ -336,6 +336,7 @@ def test_pegboard_check_catches_the_defect_and_passes_its_twin(
         assert 0 == code, f"{runner} (twin): {out}"
 
 
+@pytest.mark.timeout(900)  # every case's classes in one pytest run: minutes, not seconds
 def test_the_pytest_runner_catches_every_defect_and_passes_every_twin(
     pytester: pytest.Pytester, write: Write
 ) -> None:

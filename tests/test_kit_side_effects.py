@@ -228,6 +228,7 @@ def test_a_side_effect_is_reported_and_its_twin_passes(
     assert found.startswith("passed"), found
 
 
+@pytest.mark.timeout(600)  # every case's classes in one pytest run
 def test_the_pytest_runner_reports_every_side_effect(pytester: pytest.Pytester) -> None:
     """Each broken plugin's subclasses fail side_effects, with and without examples."""
     for case in CASES:
