@@ -116,6 +116,11 @@ class _Worker:
         self.published = _Published()
         self.board = Board()
         self.calls: dict[int, anyio.CancelScope] = {}
+        #: Calls whose tool has returned or raised (not been cancelled), while running.
+        self.finished: set[int] = set()
+        #: Calls whose cancellation arrived after their tool had finished: it crossed the
+        #: answer on the pipe, and the tool swallowed nothing.
+        self.crossed: set[int] = set()
         #: Per call, its progress reports the host has not yet taken, oldest first.
         self.reports: dict[int, list[anyio.Event]] = {}
         self.loop_thread = threading.get_ident()
@@ -204,6 +209,8 @@ class _Worker:
         elif kind == "cancel":
             scope = self.calls.get(message["id"])
             if scope is not None:
+                if message["id"] in self.finished:
+                    self.crossed.add(message["id"])
                 scope.cancel()
         elif kind == "execute_after":
             group.start_soon(self.after, message)
@@ -284,12 +291,16 @@ class _Worker:
                         answer = await self._execute(message, scope)
             finally:
                 del self.calls[number]
+                self.finished.discard(number)
+        crossed = number in self.crossed
+        self.crossed.discard(number)
         if self.observer is not None:
             self.report_observed()
         if scope.cancel_called:
             # The host stopped waiting; it hears when the tool is done, and whether it
-            # returned although cancelled (said as for a tool in its own process).
-            discarded = answer is not None or not scope.cancelled_caught
+            # returned although cancelled (said as for a tool in its own process): not
+            # when the tool had finished before the cancellation arrived.
+            discarded = not crossed and (answer is not None or not scope.cancelled_caught)
             self.channel.send(
                 {
                     "type": "ended",
@@ -303,6 +314,18 @@ class _Worker:
         if answer is not None:
             self.announce()  # tools the call registered are known before its result
             self.channel.send({"id": number, **answer})
+
+    async def _run(self, number: int, tool: Tool, value: Any, context: ToolContext) -> Any:
+        """The tool's execute; marks the call finished once it returns or raises."""
+        try:
+            result = await run_execute(tool, value, context)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException:
+            self.finished.add(number)
+            raise
+        self.finished.add(number)
+        return result
 
     async def _execute(self, message: Message, scope: anyio.CancelScope) -> Message | None:
         number = message["id"]
@@ -332,7 +355,7 @@ class _Worker:
 
         context = ToolContext(**message["context"], progress=forward, log=log)
         try:
-            result = await run_execute(tool, value, context)
+            result = await self._run(number, tool, value, context)
         except ToolFailure as failure:
             return {
                 "type": "failure",

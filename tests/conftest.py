@@ -14,8 +14,10 @@ import pegboard
 def private_data_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Saved approvals and default storage go to a temporary per-user data directory."""
+    """Saved approvals and default storage go to a temporary per-user data directory,
+    and what pegboard caches (a working bubblewrap) to a temporary cache directory."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache-home")))
 
 
 @pytest.fixture(params=["asyncio", "trio"])

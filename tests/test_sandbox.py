@@ -528,4 +528,7 @@ def test_a_working_bubblewrap_is_remembered_until_what_it_depends_on_changes(
         assert found is None
         assert "No permissions to create new namespace" in (reason or "")
         assert expected_runs == len(runs)
+    # What this process knows is the real bwrap again, as later tests expect.
+    monkeypatch.undo()
     _bubblewrap.probe.cache_clear()
+    assert _bubblewrap.probe()[0] is not None
