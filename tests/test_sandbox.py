@@ -528,6 +528,14 @@ def test_a_working_bubblewrap_is_remembered_until_what_it_depends_on_changes(
         assert found is None
         assert "No permissions to create new namespace" in (reason or "")
         assert expected_runs == len(runs)
+    # A planted record naming another program is never run as the sandbox.
+    monkeypatch.setattr(_bubblewrap, "find", lambda: [real])
+    planted = _bubblewrap._probe_key([real])
+    assert planted is not None
+    _bubblewrap._cache_file().write_text(f"{planted}\nworks=/bin/true", encoding="utf-8")
+    _bubblewrap.probe.cache_clear()
+    assert (real, None) == _bubblewrap.probe()
+    assert expected_runs + 1 == len(runs)  # probed for real, the planted record ignored
     # What this process knows is the real bwrap again, as later tests expect.
     monkeypatch.undo()
     _bubblewrap.probe.cache_clear()

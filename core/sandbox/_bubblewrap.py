@@ -166,7 +166,8 @@ def probe() -> tuple[str | None, str | None]:
         )
     key = _probe_key(candidates)
     remembered = _remembered(key)
-    if remembered is not None:
+    # Only a binary found here is ever run: a record naming another one is not trusted.
+    if remembered is not None and remembered in candidates:
         return remembered, None
     bwrap, reason = _run_probe(candidates)
     if bwrap is not None and key is not None:
