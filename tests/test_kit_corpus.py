@@ -111,7 +111,12 @@ def under_the_kit(context=None):
         any(name.startswith(("PYTEST", "PEGBOARD")) for name in os.environ),
         "CI" in list(os.environ),
         any(word in context_ids for word in ("check", "test", "kit")),
-        any("pytest" in argument or "check" in argument for argument in sys.argv),
+        # Names, not folders: a host installed under /check/ is not the kit.
+        any(
+            word in os.path.basename(argument)
+            for argument in sys.argv
+            for word in ("pytest", "check")
+        ),
         type(os.environ).__name__ != "_Environ",
         type(sys.stdout).__name__ != "_WatchedOutput",
     )
