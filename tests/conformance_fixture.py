@@ -116,6 +116,19 @@ async def _logging(input: None, context: pegboard.ToolContext) -> str:
     return "Logging complete"
 
 
+#: How long ``test_reconnection`` runs: past the served fixture's ``poll_after``
+#: (its stream is closed mid-call), and well before a second poll would close the
+#: client's resumed stream.
+RECONNECTION_SECONDS = 3.0
+#: The ``poll_after`` the conformance tests serve the fixture with.
+POLL_AFTER = 2.0
+
+
+async def _reconnection(input: None, context: pegboard.ToolContext) -> str:
+    await anyio.sleep(RECONNECTION_SECONDS)
+    return "Reconnection test completed"
+
+
 async def _schema_2020_12(input: dict[str, Any], context: pegboard.ToolContext) -> str:
     return f"Received: {sorted(input)}"
 
@@ -140,6 +153,10 @@ TOOLS = {
     ),
     "test_tool_with_logging": pegboard.tool(
         description="Sends three info log messages.", execute=_logging
+    ),
+    "test_reconnection": pegboard.tool(
+        description="Runs past the server's poll interval, so its stream is closed mid-call.",
+        execute=_reconnection,
     ),
     "json_schema_2020_12_tool": pegboard.tool(
         description="Tool with JSON Schema 2020-12 features",

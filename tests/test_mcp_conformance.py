@@ -61,6 +61,7 @@ RUN = (
     "ping",
     "dns-rebinding-protection",
     "server-sse-multiple-streams",
+    "server-sse-polling",
     "resources-list",
     "tools-list",
     "tools-call-simple-text",
@@ -128,7 +129,11 @@ async def served(tmp_path: Path) -> AsyncIterator[str]:
     async with host.location(
         workspace, plugins=["conformance"], storage=tmp_path / "storage"
     ) as location:
-        app = pegboard.mcp.http_app(pegboard.mcp.build_server(location), token=TOKEN)
+        app = pegboard.mcp.http_app(
+            pegboard.mcp.build_server(location),
+            token=TOKEN,
+            poll_after=conformance_fixture.POLL_AFTER,
+        )
         config = uvicorn.Config(WithToken(app), host="127.0.0.1", port=port, log_level="warning")
         server = uvicorn.Server(config)
         async with anyio.create_task_group() as tasks:
@@ -154,13 +159,32 @@ async def run_scenario(url: str, scenario: str, output: Path) -> list[dict[str, 
     return checks
 
 
+#: Checks a scenario reports as ``INFO`` when the server skipped what it tests
+#: (say, it never closed the stream to be resumed), which must therefore succeed.
+MUST_SUCCEED = {
+    "server-sse-polling": {
+        "ServerSendsPrimingEvent",
+        "ServerSendsRetryField",
+        "ServerDisconnectResume",
+    },
+}
+
+
 @pytest.mark.parametrize("scenario", RUN)
 async def test_conformance_tool_scenario_passes(served: str, scenario: str, tmp_path: Path) -> None:
-    """Every check of the scenario succeeds: no failure, no warning."""
+    """Every check of the scenario succeeds: no failure, no warning; only the
+    suite's notes on what it sent and saw are ``INFO``.
+    """
     checks = await run_scenario(served, scenario, tmp_path / "results")
     assert checks, f"{scenario}: the suite ran no checks"
-    bad = [check for check in checks if check["status"] != "SUCCESS"]
+    required = MUST_SUCCEED.get(scenario, set())
+    bad = [
+        check
+        for check in checks
+        if check["status"] != "SUCCESS" and (check["status"] != "INFO" or check["name"] in required)
+    ]
     assert not bad, json.dumps(bad, indent=2)
+    assert required <= {check["name"] for check in checks}, json.dumps(checks, indent=2)
 
 
 def documented_skips() -> set[str]:
@@ -188,7 +212,11 @@ async def test_without_the_front_the_served_app_asks_for_the_token(tmp_path: Pat
     """The test front is the only thing that lets the suite in: the app still says 401."""
     host = fixture_host()
     async with host.location(tmp_path, plugins=["conformance"]) as location:
-        app = pegboard.mcp.http_app(pegboard.mcp.build_server(location), token=TOKEN)
+        app = pegboard.mcp.http_app(
+            pegboard.mcp.build_server(location),
+            token=TOKEN,
+            poll_after=conformance_fixture.POLL_AFTER,
+        )
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             refused = await http.post("/mcp", json={})

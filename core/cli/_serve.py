@@ -73,6 +73,11 @@ def add(commands: Any) -> None:
         "default: a key of this process alone",
     )  # fmt: skip
     serve.add_argument(
+        "--poll-after", type=float, metavar="SECONDS",
+        help="close the HTTP stream of a call still running after SECONDS; clients on "
+        "2025-11-25 resume it on this replica to get the rest (default: streams stay open)",
+    )  # fmt: skip
+    serve.add_argument(
         "--client-approval", action="store_true",
         help="let clients answer permission requests the rules leave at 'ask' (MCP "
         "elicitation); their answers last until the server stops and are never saved",
@@ -102,9 +107,13 @@ def run(arguments: argparse.Namespace) -> int:
             ("--host", arguments.host),
             ("--token-file", arguments.token_file),
             ("--session-key-file", arguments.session_key_file),
+            ("--poll-after", arguments.poll_after),
         ):
             if value is not None:
                 raise UsageError(f"{option} applies to HTTP; add --http")
+    poll_after = arguments.poll_after
+    if poll_after is not None and not 0 < poll_after < float("inf"):
+        raise UsageError(f"--poll-after {poll_after}: give a number of seconds above 0, such as 30")
     rules = host_rules(arguments)
     session_key = _session_key(arguments.session_key_file)
     # SIGTERM, as a client stops a server it started, unwinds like Ctrl-C, so that
@@ -254,6 +263,7 @@ async def _serve_location(
                 port=arguments.port,
                 token=token,
                 session_key=session_key,
+                poll_after=arguments.poll_after,
             )
         except ValueError as error:  # an address that cannot be checked
             raise UsageError(str(error)) from None

@@ -31,6 +31,7 @@ async def serve(
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
     session_key: bytes | None = None,
+    poll_after: float | None = None,
 ) -> None:
     """Serve ``location``'s tools to MCP clients until the transport ends.
 
@@ -48,6 +49,13 @@ async def serve(
     carries what it declared, so that every replica given the same key answers
     every request. Without a key, each process makes its own, and only it
     accepts the session IDs it issued.
+
+    With ``poll_after`` (seconds), a call still running after that long has
+    its stream closed, and a client of the 2025-11-25 revision or later
+    resumes it (``GET`` with ``Last-Event-ID``) to get the rest: a long call
+    then holds no connection open longer than a proxy's idle timeout. The
+    events wait in the memory of the replica that runs the call, so the
+    client's ``GET`` must reach that replica.
     """
     server = build_server(location, name=name)
     if transport == "stdio":
@@ -66,6 +74,7 @@ async def serve(
             auth=auth,
             token_verifier=token_verifier,
             session_key=session_key,
+            poll_after=poll_after,
         ),
         host,
         port,
@@ -80,6 +89,7 @@ def http_app(
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
     session_key: bytes | None = None,
+    poll_after: float | None = None,
 ) -> ASGIApplication:
     """The streamable HTTP application for ``server``, guarded and stateless as
     `serve` describes.
@@ -98,7 +108,7 @@ def http_app(
         auth=auth,
         token_verifier=token_verifier,
     )
-    StatelessSessions(server.session_manager, key).install()
+    StatelessSessions(server.session_manager, key, poll_after=poll_after).install()
     app: ASGIApplication = JsonRpcGate(CancelOnDisconnect(starlette))
     return app if token is None else BearerToken(app, token)
 
