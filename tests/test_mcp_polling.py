@@ -295,14 +295,21 @@ async def test_the_stream_is_primed_and_resumed_by_the_session_that_made_it(
         status, _, raw = await _resume(http, url, theirs, last)
         assert status == 404, raw
         assert b"replica that ran it" in raw
-        answer = None
         with anyio.fail_after(10):
-            while answer is None:
-                status, resumed, raw = await _resume(http, url, mine, last)
-                assert status == 200, raw
-                last = next((e["id"] for e in reversed(resumed) if "id" in e), last)
-                answer = next((e for e in resumed if '"result"' in e.get("data", "")), None)
-        assert json.loads(answer["data"])["result"]["content"][0]["text"] == "took 3 steps"
+            answer = await _answer(http, url, mine, last)
+        assert answer["result"]["content"][0]["text"] == "took 3 steps"
+
+
+async def _answer(http: httpx.AsyncClient, url: str, session: str, last: str) -> dict[str, Any]:
+    """The call's answer, resuming its stream as often as it takes, as a client would."""
+    while True:
+        status, resumed, raw = await _resume(http, url, session, last)
+        assert status == 200, raw
+        last = next((e["id"] for e in reversed(resumed) if "id" in e), last)
+        for event in resumed:
+            if '"result"' in event.get("data", ""):
+                answer: dict[str, Any] = json.loads(event["data"])
+                return answer
 
 
 async def test_a_client_that_cannot_resume_keeps_its_stream_open(served: list[Served]) -> None:
@@ -496,3 +503,61 @@ async def test_a_bad_poll_after_is_a_usage_error(
     assert 2 == result.returncode
     assert expected in result.stderr
     assert 1 == len(result.stderr.strip().splitlines()), result.stderr
+
+
+SLOW_PLUGIN = """
+    import anyio
+    import pegboard
+
+    async def slow(input, context):
+        await anyio.sleep(1.0)
+        return "slept"
+
+    @pegboard.hookimpl
+    def activate_location(tools):
+        tools.register({"slow": pegboard.tool(description="Sleeps a second.", execute=slow)})
+"""
+
+
+async def test_pegboard_serve_polls_with_the_option(tmp_path: Path) -> None:
+    """The command line's --poll-after reaches the server: the call's stream closes
+    before its answer, which the resumed stream brings."""
+    import os
+    import shutil
+    import sys
+    import textwrap
+
+    site, root = tmp_path / "site", tmp_path / "location"
+    site.mkdir()
+    root.mkdir()
+    (site / "pegboard_slow.py").write_text(textwrap.dedent(SLOW_PLUGIN))
+    info = site / "slow-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slow\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pegboard]\nslow = pegboard_slow\n")
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
+    assert command is not None
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    arguments = [command, "serve", "-l", str(root), "-p", "slow", "--http", f"--port={port}"]
+    arguments += ["--token-file", str(token), "--poll-after", "0.3"]
+    environment = {**os.environ, "PYTHONPATH": str(site), "XDG_DATA_HOME": str(tmp_path)}
+    async with await anyio.open_process(arguments, env=environment) as process:
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                with anyio.fail_after(60):
+                    while True:
+                        try:
+                            session = await _initialize(http, url)
+                            break
+                        except httpx.TransportError:
+                            await anyio.sleep(0.1)
+                    events = await _post_call(http, url, session, "slow", {})
+                    assert not any('"result"' in e.get("data", "") for e in events), events
+                    answer = await _answer(http, url, session, events[-1]["id"])
+            assert answer["result"]["content"][0]["text"] == "slept"
+        finally:
+            process.terminate()
