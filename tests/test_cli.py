@@ -8,11 +8,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from distributions import install_plugin
 
 from pegboard import sandbox as pegboard_sandbox
 
@@ -68,11 +68,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
         ("clioptions", OPTIONS, ":plugin"),
     ]
     for name, source, attribute in plugins:
-        (site / f"pegboard_{name}.py").write_text(textwrap.dedent(source))
-        info = site / f"{name}-0.3.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.3.0\n")
-        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = pegboard_{name}{attribute}\n")
+        install_plugin(site, name, source, version="0.3.0", attribute=attribute)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
     env["XDG_DATA_HOME"] = str(tmp_path / "data")

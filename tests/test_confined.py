@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from distributions import install_plugin
 
 import pegboard
 
@@ -32,15 +33,9 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
     prefix = f"pegboard_confined_{tmp_path.name.replace('-', '_')}"
 
     def install(name: str, source: str) -> str:
-        module = f"{prefix}_{name}"
-        (site / f"{module}.py").write_text(textwrap.dedent(source))
-        info = site / f"{name}_plugin-1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 1.0\n"
+        return install_plugin(
+            site, name, source, module=f"{prefix}_{name}", distribution=f"{name}-plugin"
         )
-        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = {module}\n")
-        return module
 
     yield install
     for module in [name for name in sys.modules if name.startswith(prefix)]:

@@ -525,16 +525,13 @@ async def test_pegboard_serve_polls_with_the_option(tmp_path: Path) -> None:
     import os
     import shutil
     import sys
-    import textwrap
+
+    from distributions import install_plugin
 
     site, root = tmp_path / "site", tmp_path / "location"
     site.mkdir()
     root.mkdir()
-    (site / "pegboard_slow.py").write_text(textwrap.dedent(SLOW_PLUGIN))
-    info = site / "slow-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slow\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[pegboard]\nslow = pegboard_slow\n")
+    install_plugin(site, "slow", SLOW_PLUGIN)
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)

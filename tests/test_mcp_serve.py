@@ -6,7 +6,6 @@ import os
 import secrets
 import shutil
 import sys
-import textwrap
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -16,6 +15,7 @@ import anyio
 import attrs
 import pytest
 from anyio.abc import TaskStatus
+from distributions import install_plugin
 
 import pegboard
 
@@ -388,11 +388,7 @@ def stdio_server(tmp_path: Path, workspace: Path) -> StdioServerParameters:
     """`pegboard serve --location DIR` with a test plugin installed on PYTHONPATH."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "pegboard_servetest.py").write_text(textwrap.dedent(PLUGIN))
-    info = site / "servetest-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: servetest\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[pegboard]\nservetest = pegboard_servetest\n")
+    install_plugin(site, "servetest", PLUGIN)
     (workspace / "pegboard.toml").write_text('plugins = ["servetest"]\n')
     command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
     assert command is not None, "the pegboard console script is installed beside python"

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from distributions import install_plugin
 
 import pegboard
 
@@ -25,14 +26,14 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
     prefix = f"pegboard_test_{tmp_path.name.replace('-', '_')}"
 
     def install(name: str, source: str, *, distribution: str = "") -> str:
-        module = f"{prefix}_{name}"
-        (site / f"{module}.py").write_text(textwrap.dedent(source))
-        dist = distribution or f"{name}-plugin"
-        info = site / f"{dist.replace('-', '_')}-1.2.3.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
-        (info / "entry_points.txt").write_text(f"[pegboard]\n{name} = {module}\n")
-        return module
+        return install_plugin(
+            site,
+            name,
+            source,
+            module=f"{prefix}_{name}",
+            distribution=distribution or f"{name}-plugin",
+            version="1.2.3",
+        )
 
     yield install
     for module in [name for name in sys.modules if name.startswith(prefix)]:

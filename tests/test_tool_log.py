@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from distributions import install_plugin
 
 import pegboard
 
@@ -92,11 +92,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
     module = f"pegboard_log_{tmp_path.name.replace('-', '_')}"
-    (site / f"{module}.py").write_text(textwrap.dedent(CONFINED))
-    info = site / "chatty_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: chatty-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[pegboard]\nchatty = {module}\n")
+    install_plugin(site, "chatty", CONFINED, module=module, distribution="chatty-plugin")
     yield "chatty"
     sys.modules.pop(module, None)
 
