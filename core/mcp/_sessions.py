@@ -283,14 +283,14 @@ class StatelessSessions:
         """Serve a call whose stream is closed after `poll_after` seconds; whether
         its transport was parked to finish the call for a client that will resume.
         """
-        events = self.events
+        events, poll_after = self.events, self.poll_after
         assert events is not None
-        assert self.poll_after is not None
+        assert poll_after is not None
         closed = False
 
         async def close_on_time() -> None:
             nonlocal closed
-            await anyio.sleep(self.poll_after)  # type: ignore[arg-type]
+            await anyio.sleep(poll_after)
             closed = True
             stream = events.request(claims.session, request_id)
             if stream is not None:
