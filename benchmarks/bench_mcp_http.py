@@ -56,7 +56,8 @@ SDK_SERVER = """
 
     from mcp.server.mcpserver import MCPServer
 
-    app = MCPServer("bench")
+    # Warnings only, as the others log: no line per request.
+    app = MCPServer("bench", log_level="WARNING")
 
     class AddTotal(TypedDict):
         total: int
