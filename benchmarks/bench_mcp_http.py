@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -33,6 +34,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -282,6 +284,183 @@ def _ratio(numerator: float, denominator: float) -> str:
     return f"{numerator / denominator:.2f}x" if denominator > 0 else "n/a"
 
 
+#: What a 2026-07-28 request says about its client, in place of a handshake.
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+#: The layers ``--layers`` takes apart, from the whole served app down to the SDK's own.
+LAYERS = (
+    "pegboard http_app",
+    "  without its guard (token, JSON-RPC gate, cancel)",
+    "  and without signed sessions (the SDK's stateless 2025 path)",
+    "MCP SDK MCPServer (stateless)",
+)
+
+
+async def _asgi(
+    app: Any, headers: list[tuple[bytes, bytes]], body: bytes
+) -> tuple[int, bytes, dict[bytes, bytes]]:
+    """One POST to the ASGI ``app``, as uvicorn would make it; its status, body and headers."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+    answered = anyio.Event()
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    answer: dict[str, Any] = {"status": 0, "body": b"", "headers": {}}
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = dict(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            answer["body"] += message.get("body", b"")
+            if not message.get("more_body", False):
+                answered.set()
+
+    await app(scope, receive, send)
+    return answer["status"], answer["body"], answer["headers"]
+
+
+async def _asgi_in_task(app: Any, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    # Each request in a task of its own, as uvicorn runs it.
+    async with anyio.create_task_group() as group:
+        group.start_soon(_asgi, app, headers, body)
+
+
+async def _session_headers(app: Any, era: str) -> list[tuple[bytes, bytes]]:
+    """The headers of a client's calls on ``era``, after its handshake where it has one."""
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"content-type", b"application/json"),
+        (b"authorization", f"Bearer {TOKEN}".encode()),
+        (b"mcp-protocol-version", era.encode()),
+    ]
+    if era == "2026-07-28":
+        return [*headers, (b"mcp-method", b"tools/call"), (b"mcp-name", b"add")]
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": era,
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    status, _, answer = await _asgi(app, headers[:-1], json.dumps(initialize).encode())
+    assert status == 200, status
+    session = answer.get(b"mcp-session-id")
+    return headers if session is None else [*headers, (b"mcp-session-id", session)]
+
+
+async def measure_layers(era: str, requests: int, rounds: int) -> dict[str, list[float]]:
+    """Server CPU microseconds per ``tools/call``, each layer's app driven in this process."""
+    from mcp.server.mcpserver import MCPServer
+
+    import pegboard
+    import pegboard.mcp
+    from pegboard.mcp._http import transport_security
+    from pegboard.mcp._sessions import SessionKey, StatelessSessions
+
+    @attrs.frozen
+    class AddInput:
+        a: int
+        b: int
+
+    @attrs.frozen
+    class AddOutput:
+        total: int
+
+    @pegboard.tool(description="Add two integers.", input=AddInput, output=AddOutput)
+    async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
+        return AddOutput(total=input.a + input.b)
+
+    async def sdk_add(a: int, b: int) -> dict[str, int]:
+        """Add two integers."""
+        return {"total": a + b}
+
+    arguments = {"name": "add", "arguments": ARGUMENTS}
+    if era == "2026-07-28":
+        arguments["_meta"] = MODERN_META
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": arguments})
+    host = pegboard.Host()
+    host.tools.register({"add": add})
+    apps: dict[str, tuple[Any, list[tuple[bytes, bytes]]]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        (directory / "location").mkdir()
+        location = await stack.enter_async_context(
+            host.location(directory / "location", plugins=[], storage=directory / "storage")
+        )
+        for layer in LAYERS:
+            if layer == LAYERS[-1]:
+                sdk = MCPServer("bench", log_level="WARNING")
+                sdk.add_tool(sdk_add, name="add")
+                app, manager = sdk.streamable_http_app(stateless_http=True), sdk.session_manager
+            else:
+                server = pegboard.mcp.build_server(location)
+                if layer == LAYERS[0]:
+                    app = pegboard.mcp.http_app(server, token=TOKEN)
+                else:
+                    security = transport_security("127.0.0.1")
+                    app = server.streamable_http_app(transport_security=security)
+                    if layer == LAYERS[1]:
+                        StatelessSessions(server.session_manager, SessionKey(b"k" * 32)).install()
+                    else:
+                        server.session_manager.stateless = True
+                manager = server.session_manager
+            await stack.enter_async_context(manager.run())
+            headers = await _session_headers(app, era)
+            status, answer, _ = await _asgi(app, headers, body.encode())
+            assert status == 200, (layer, answer)
+            assert b'"total":3' in answer.replace(b" ", b""), (layer, answer)
+            apps[layer] = (app, headers)
+        figures: dict[str, list[float]] = {layer: [] for layer in LAYERS}
+        encoded = body.encode()
+        for number in range(rounds + 1):  # the first round warms up
+            for layer, (app, headers) in apps.items():
+                used = time.process_time()
+                for _ in range(requests):
+                    await _asgi_in_task(app, headers, encoded)
+                if number:
+                    figures[layer].append(1e6 * (time.process_time() - used) / requests)
+    return figures
+
+
+def report_layers(figures: dict[str, dict[str, list[float]]], requests: int) -> None:
+    print(
+        f"## Layer by layer, in this process: {requests} calls a round "
+        "(CPU microseconds per call)\n"
+    )
+    print("| protocol | app | best | median |")
+    print("| --- | --- | --- | --- |")
+    for era, layers in figures.items():
+        for layer, values in layers.items():
+            name = layer.strip().replace("|", "/")
+            print(f"| {era} | {name} | {min(values):.0f} | {statistics.median(values):.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
@@ -294,10 +473,25 @@ def main() -> None:
         default="both",
         help="the protocol version the clients speak (default: both, each in every round)",
     )
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="instead, take the server apart in this process: CPU per call of each layer",
+    )
     options = parser.parse_args()
     if options.quick:
         options.clients, options.calls, options.rounds = 2, 5, 1
     eras = list(ERAS) if options.era == "both" else [options.era]
+    if options.layers:
+        import logging
+
+        logging.disable(logging.INFO)  # the SDK's session manager announces each start
+        requests = 20 * options.calls
+        report_layers(
+            {era: anyio.run(measure_layers, era, requests, options.rounds) for era in eras},
+            requests,
+        )
+        return
     with tempfile.TemporaryDirectory() as directory, servers(Path(directory)) as served:
         figures = anyio.run(measure, served, options.clients, options.calls, options.rounds, eras)
     print(
