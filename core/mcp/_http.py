@@ -1,4 +1,4 @@
-"""What guards the HTTP transport: a bearer token, and Host and Origin checks."""
+"""What guards the HTTP transport: a bearer token, JSON-RPC bodies, Host and Origin checks."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import ipaddress
 import json
 from typing import TYPE_CHECKING
 
+import orjson
+
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = (
-    "BearerToken",
-    "CancelOnDisconnect",
-    "JsonRpcGate",
+    "Guard",
     "is_loopback",
     "transport_security",
 )
@@ -57,84 +57,77 @@ def transport_security(host: str) -> TransportSecuritySettings:
     )
 
 
-class BearerToken:
-    """ASGI middleware: every HTTP request carries ``Authorization: Bearer <token>``,
-    or gets ``401 Unauthorized`` without reaching the server.
+class Guard:
+    """ASGI middleware: what every HTTP request passes before the server sees it.
+
+    One layer, one read and one parse of a body, for three guards:
+
+    - with ``token``, every request carries ``Authorization: Bearer <token>``,
+      or gets ``401 Unauthorized`` without reaching the server;
+    - a POST body that is not JSON-RPC gets the protocol's error: one that is
+      not JSON (``NaN``, or nested beyond orjson's 1,024 levels, which would
+      exhaust Python's recursion on the way in) is a ``-32700`` parse error; a
+      message whose ``id`` is not a string or an integer, or that is not an
+      object, is a ``-32600`` invalid request. Both with HTTP 400, where they
+      would otherwise be a ``500`` or an ``id`` read as a notification's absence
+      and answered ``202 Accepted``;
+    - a handshake-era client that disconnects cancels its call. The SDK cancels
+      a 2026-07-28 request when its response stream closes, but on a session
+      (``Mcp-Session-Id``) the handler outlives the POST that started it. When
+      such a POST's connection closes before its response is complete, this
+      sends the session the ``notifications/cancelled`` the client could no
+      longer send, so the call (and any process it started) stops.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        if not token or token != token.strip():
-            raise ValueError("the bearer token is a non-empty string without surrounding spaces")
-        self.app = app
-        self._token = token.encode("utf-8")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._authorized(scope):
-            body = json.dumps(
-                {
-                    "error": "invalid_token",
-                    "error_description": "this MCP server needs Authorization: Bearer <token>; "
-                    "the token is in the file the server's operator was told about",
-                }
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b'Bearer realm="pegboard", error="invalid_token"'),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, receive, send)
-
-    def _authorized(self, scope: Scope) -> bool:
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, credentials = value.partition(b" ")
-                # Constant time, so the token cannot be guessed byte by byte.
-                return scheme.lower() == b"bearer" and hmac.compare_digest(
-                    credentials.strip(), self._token
-                )
-        return False
-
-
-class CancelOnDisconnect:
-    """ASGI middleware: a handshake-era client that disconnects cancels its call.
-
-    The SDK cancels a 2026-07-28 request when its response stream closes, but
-    on a session (``Mcp-Session-Id``) the handler outlives the POST that
-    started it. When such a POST's connection closes before its response is
-    complete, this sends the session the ``notifications/cancelled`` the client
-    could no longer send, so the call (and any process it started) stops.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None = None) -> None:
         from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
+        if token is not None and (not token or token != token.strip()):
+            raise ValueError("the bearer token is a non-empty string without surrounding spaces")
         self.app = app
+        self._token = None if token is None else token.encode("utf-8")
         self._limit = DEFAULT_MAX_REQUEST_BODY_SIZE
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not _session(scope):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = self._token
+        session = checked = False
+        authorized = token is None
+        for name, value in scope["headers"]:
+            if name == b"authorization" and token is not None and not checked:
+                checked = True  # the first one counts
+                authorized = _bearer(value, token)
+            elif name == b"mcp-session-id":
+                session = True
+        if not authorized:
+            await _unauthorized(send)
+            return
+        if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
-        while True:
+        more = True
+        while more:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return  # gone before it finished asking: nothing started
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self._limit or not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        request_id = _request_id(body) if size <= self._limit else None
+            more = message.get("more_body", False)
+            if size > self._limit:
+                break  # the SDK answers 413
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        request_id = None
+        if not more:
+            parsed = _parse(body)
+            if isinstance(parsed, tuple):
+                await _send_error(send, *parsed)
+                return
+            if session:
+                request_id = _request_id(parsed)
         replayed = False
         finished = False
 
@@ -142,11 +135,15 @@ class CancelOnDisconnect:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": body, "more_body": size > self._limit}
+                return {"type": "http.request", "body": body, "more_body": more}
             message = await receive()
             if message["type"] == "http.disconnect" and not finished and request_id is not None:
                 await self._cancel(scope, request_id)
             return message
+
+        if request_id is None:
+            await self.app(scope, replay, send)
+            return
 
         async def watch(message: Message) -> None:
             nonlocal finished
@@ -195,55 +192,34 @@ class CancelOnDisconnect:
             await self.app({**scope, "headers": headers}, once, discard)
 
 
-class JsonRpcGate:
-    """ASGI middleware: a POST body that is not JSON-RPC gets the protocol's error.
+def _bearer(value: bytes, token: bytes) -> bool:
+    scheme, _, credentials = value.partition(b" ")
+    # Constant time, so the token cannot be guessed byte by byte.
+    return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), token)
 
-    A body that is not JSON (``NaN``, or nested beyond orjson's 1,024 levels,
-    which would exhaust Python's recursion on the way in) is a ``-32700`` parse
-    error; a message whose ``id`` is not a string or an integer, or that is not
-    an object, is a ``-32600`` invalid request. Both with HTTP 400, where they
-    would otherwise be a ``500`` or an ``id`` read as a notification's absence
-    and answered ``202 Accepted``.
-    """
 
-    def __init__(self, app: ASGIApp) -> None:
-        from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+async def _unauthorized(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="pegboard", error="invalid_token"'),
+                (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _UNAUTHORIZED})
 
-        self.app = app
-        self._limit = DEFAULT_MAX_REQUEST_BODY_SIZE
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            more = message.get("more_body", False)
-            if size > self._limit:
-                break  # the SDK answers 413
-        body = b"".join(chunks)
-        if not more:
-            problem = _problem(body)
-            if problem is not None:
-                await _send_error(send, *problem)
-                return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": more}
-            return await receive()
-
-        await self.app(scope, replay, send)
+_UNAUTHORIZED = json.dumps(
+    {
+        "error": "invalid_token",
+        "error_description": "this MCP server needs Authorization: Bearer <token>; "
+        "the token is in the file the server's operator was told about",
+    }
+).encode()
 
 
 #: JSON-RPC's error codes for a body that is not JSON, and for one that is not a request.
@@ -251,15 +227,13 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 
-def _problem(body: bytes) -> tuple[int, str] | None:
-    """What makes ``body`` an invalid JSON-RPC message or batch, or ``None``."""
-    import orjson
-
+def _parse(body: bytes) -> object:
+    """The JSON-RPC message or batch in ``body``, or the error code and text that refuse it."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         return PARSE_ERROR, f"the body is not JSON: {error}"
-    for message in parsed if isinstance(parsed, list) else [parsed]:
+    for message in parsed if isinstance(parsed, list) else (parsed,):
         if not isinstance(message, dict):
             return INVALID_REQUEST, "a JSON-RPC message is an object"
         if "id" in message:
@@ -269,7 +243,7 @@ def _problem(body: bytes) -> tuple[int, str] | None:
                     INVALID_REQUEST,
                     f"a JSON-RPC id is a string or an integer, not {_json_kind(request_id)}",
                 )
-    return None
+    return parsed
 
 
 def _json_kind(value: object) -> str:
@@ -299,18 +273,8 @@ async def _send_error(send: Send, code: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _session(scope: Scope) -> bool:
-    return any(name == b"mcp-session-id" for name, _ in scope["headers"])
-
-
-def _request_id(body: bytes) -> object:
-    """The JSON-RPC ID of a single request, or ``None``."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
+def _request_id(message: object) -> object:
+    """The JSON-RPC ID of a single request, or ``None`` (checked by `_parse`)."""
     if isinstance(message, dict) and "method" in message:
-        request_id = message.get("id")
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            return request_id
+        return message.get("id")
     return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from .._location import Location
-from ._http import BearerToken, CancelOnDisconnect, JsonRpcGate, transport_security
+from ._http import Guard, transport_security
 from ._server import LocationServer, build_server
 from ._sessions import SessionKey, StatelessSessions
 
@@ -109,8 +109,7 @@ def http_app(
         token_verifier=token_verifier,
     )
     StatelessSessions(server.session_manager, key, poll_after=poll_after).install()
-    app: ASGIApplication = JsonRpcGate(CancelOnDisconnect(starlette))
-    return app if token is None else BearerToken(app, token)
+    return Guard(starlette, token=token)
 
 
 async def _serve_http(app: ASGIApplication, host: str, port: int) -> None:

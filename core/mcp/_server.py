@@ -115,6 +115,8 @@ class Listing:
     definitions: tuple[ToolDefinition, ...]
     tools: list[types.Tool]
     wrapped: frozenset[str]
+    #: Each tool's advertised input schema, by name.
+    schemas: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, definitions: tuple[ToolDefinition, ...]) -> Listing:
@@ -141,7 +143,8 @@ class Listing:
                     annotations=to_mcp_annotations(definition.annotations),
                 )
             )
-        return cls(definitions, tools, frozenset(wrapped))
+        schemas = {tool.name: tool.input_schema for tool in tools}
+        return cls(definitions, tools, frozenset(wrapped), schemas)
 
 
 def _version() -> str:
@@ -169,6 +172,7 @@ class LocationServer(Server[Run]):
             on_subscriptions_listen=self._listen,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
+            get_tool_input_schema=self._input_schema,
         )
         self.location = location
         self._resources = ManagedResources(location.storage.directory)
@@ -199,6 +203,14 @@ class LocationServer(Server[Run]):
         if listing.definitions is not definitions and listing.definitions != definitions:
             listing = self._listing = Listing.of(definitions)
         return listing
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema ``tools/list`` advertises for ``name``.
+
+        The SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers against it;
+        without this lookup it would list every tool for every call.
+        """
+        return self.listing(self.location.prepare().definitions).schemas.get(name)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _: Server[Run]) -> AsyncIterator[Run]:
