@@ -138,7 +138,11 @@ def _tree(top: Path, skip: tuple[Path, ...]) -> dict[str, object]:
 
 
 def _shows(output: str, token: str) -> bool:
-    """Whether any run of ten characters of ``token`` shows, plain, base64 or hex."""
+    """Whether any run of ten characters of ``token``'s random part shows, plain,
+    base64 or hex. A token is ``NAME-RANDOM``; NAME is left out, since the names of
+    files and tests in other processes' command lines can hold it.
+    """
+    token = token.rpartition("-")[2]
     squeezed = "".join(output.split())
     encoded = base64.b64encode(token.encode()).decode()
     pieces = [token[at : at + 10] for at in range(0, len(token) - 9, 5)]
