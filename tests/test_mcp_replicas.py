@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'pegboard[mcp]'")
 
 import httpx2 as httpx
+from distributions import install_plugin
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -246,11 +246,7 @@ class Replicas:
         site, root = directory / "site", directory / "location"
         site.mkdir()
         root.mkdir()
-        (site / "pegboard_replica.py").write_text(textwrap.dedent(PLUGIN))
-        info = site / "replica-1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: replica\nVersion: 1.0\n")
-        (info / "entry_points.txt").write_text("[pegboard]\nreplica = pegboard_replica\n")
+        install_plugin(site, "replica", PLUGIN)
         (root / "pegboard.toml").write_text('plugins = ["replica"]\n')
         token = directory / "token"
         token.write_text(TOKEN + "\n")
