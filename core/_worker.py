@@ -121,6 +121,10 @@ class _Worker:
         #: Calls whose cancellation arrived after their tool had finished: it crossed the
         #: answer on the pipe, and the tool swallowed nothing.
         self.crossed: set[int] = set()
+        #: Calls whose tool returned or raised after their cancellation reached it:
+        #: the tool swallowed it (one that finished first, as the cancellation was
+        #: on its way, did not).
+        self.swallowed: set[int] = set()
         #: Per call, its progress reports the host has not yet taken, oldest first.
         self.reports: dict[int, list[anyio.Event]] = {}
         self.loop_thread = threading.get_ident()
@@ -294,13 +298,15 @@ class _Worker:
                 self.finished.discard(number)
         crossed = number in self.crossed
         self.crossed.discard(number)
+        swallowed = number in self.swallowed
+        self.swallowed.discard(number)
         if self.observer is not None:
             self.report_observed()
         if scope.cancel_called:
             # The host stopped waiting; it hears when the tool is done, and whether it
             # returned although cancelled (said as for a tool in its own process): not
             # when the tool had finished before the cancellation arrived.
-            discarded = not crossed and (answer is not None or not scope.cancelled_caught)
+            discarded = not crossed and swallowed
             self.channel.send(
                 {
                     "type": "ended",
@@ -322,10 +328,19 @@ class _Worker:
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException:
-            self.finished.add(number)
+            self._finish(number)
             raise
-        self.finished.add(number)
+        self._finish(number)
         return result
+
+    def _finish(self, number: int) -> None:
+        self.finished.add(number)
+        task = asyncio.current_task()
+        # A cancellation anyio delivered is counted on the task until the scope
+        # that asked for it takes it back: a tool that ends with one pending
+        # caught it and went on.
+        if task is not None and task.cancelling():
+            self.swallowed.add(number)
 
     async def _execute(self, message: Message, scope: anyio.CancelScope) -> Message | None:
         number = message["id"]
