@@ -96,12 +96,18 @@ def task_owner(context: ServerRequestContext[Any, Any]) -> str:
 
         token = get_access_token()
         return "http" if token is None else "oauth:" + token.client_id
+    # A 2026-07-28 stream makes a connection object per request, all sharing
+    # the stream's outbound channel: that channel is the client.
     connection = getattr(context.session, "_connection", None)
-    if connection is None:
+    channel = getattr(connection, "outbound", connection)
+    if channel is None:
         return "connection"
-    name = _CONNECTIONS.get(connection)
-    if name is None:
-        name = _CONNECTIONS[connection] = "connection:" + secrets.token_hex(16)
+    try:
+        name = _CONNECTIONS.get(channel)
+        if name is None:
+            name = _CONNECTIONS[channel] = "connection:" + secrets.token_hex(16)
+    except TypeError:  # not weakly referable: its identity, for as long as it lives
+        return f"connection:{id(channel)}"
     return name
 
 
