@@ -55,6 +55,8 @@ MAX_KEPT_TASKS = 1024
 #: A task's time to live when its client names none, and the most it may name (ms).
 DEFAULT_TTL_MS = 300_000
 MAX_TTL_MS = 3_600_000
+#: Seconds a task whose call outlived its time to live is kept, failed.
+OUTLIVED_GRACE = 60.0
 #: How often clients are asked to poll, in milliseconds.
 POLL_INTERVAL_MS = 200
 #: Seconds a call may take and still be answered as a plain result (2026-07-28)
@@ -254,6 +256,8 @@ class TaskStore:
                     message = f"the call outlived its task's time to live ({task.ttl_ms} ms)"
                     task.error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
                     task.update("failed", message)
+                    # Kept a little longer, so that its client can learn why.
+                    self._expiry[task.task_id] = anyio.current_time() + OUTLIVED_GRACE
         finally:
             self.live -= 1
             task.done.set()
