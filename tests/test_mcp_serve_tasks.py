@@ -185,7 +185,7 @@ class Era:
             assert {"taskId": task} == (result.meta or {})[_tasks.RELATED_TASK]
             return result.model_copy(update={"meta": None})
         with anyio.fail_after(10):
-            while (state := await self.get(task)).status == "working":
+            while (state := await self.get(task)).status == "working":  # noqa: ASYNC110 - polling is the protocol
                 await anyio.sleep(0.05)
         assert "completed" == state.status, state
         return types.CallToolResult.model_validate(state.result)
@@ -252,10 +252,10 @@ async def test_each_era_is_told_what_it_can_ask(served: tuple[Any, Tools]) -> No
     async with Client(server, mode="legacy") as legacy:
         capability = legacy.server_capabilities.tasks
         tools = (await legacy.list_tools()).tools
-    assert capability is not None and capability.list is not None
-    assert capability.cancel is not None
-    assert capability.requests is not None and capability.requests.tools is not None
-    assert capability.requests.tools.call is not None
+    assert capability is not None
+    assert {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}} == (
+        capability.model_dump(exclude_none=True)
+    )
     assert {"optional"} == {tool.execution.task_support for tool in tools if tool.execution}
     assert 4 == len(tools)
     async with Client(server, mode="auto") as modern:
@@ -317,7 +317,7 @@ async def test_a_task_id_that_is_not_this_clients_is_not_found(
             assert types.INVALID_PARAMS == caught.value.code
         with pytest.raises(MCPError, match="not found"):
             await tasks.cancel(guessed)
-        with pytest.raises(MCPError, match="needs params.taskId"):
+        with pytest.raises(MCPError, match=r"needs params\.taskId"):
             await tasks.get("")
         elsewhere = f"{'0' * len(replica)}-{real.partition('-')[2]}"
         with pytest.raises(MCPError, match="is not held by this replica: tasks need requests"):
