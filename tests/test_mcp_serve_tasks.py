@@ -6,6 +6,7 @@ the 2026-07-28 tasks extension (``resultType: "task"``, ``tasks/get``, ``tasks/u
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -309,7 +310,8 @@ async def test_a_task_id_that_is_not_this_clients_is_not_found(
     async with client as mcp:
         tasks = Era(mcp, handles)
         real = await tasks.start("slow", {})
-        replica = real.partition("-")[0]
+        replica, _, secret = real.partition("-")
+        assert len(secret) >= 32  # 192 random bits
         guessed = f"{replica}-{'A' * 32}"
         for missing in (guessed, "nonsense"):
             with pytest.raises(MCPError, match="not found") as caught:
@@ -382,3 +384,232 @@ async def test_a_task_lives_as_long_as_its_ttl_allows(served: tuple[Any, Tools])
         await anyio.sleep(0.3)
         with pytest.raises(MCPError, match="not found"):
             await tasks.get(short)
+
+
+# --- Over HTTP: replicas, sessions, and pegboard's own mount as the client --------------
+
+TOKEN = "tasks-token"
+KEY = b"t" * 32
+
+
+class Recorder:
+    """ASGI middleware: the JSON-RPC methods a server was sent; with ``handshake_only``,
+    a 2026-07-28 request is refused, so that clients fall back to 2025-11-25.
+    """
+
+    def __init__(self, app: Any, *, handshake_only: bool = False) -> None:
+        self.app = app
+        self.handshake_only = handshake_only
+        self.methods: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import json
+
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        version = dict(scope["headers"]).get(b"mcp-protocol-version", b"")
+        if self.handshake_only and version.startswith(b"2026"):
+            body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"2025 only"}}'
+            start = {"type": "http.response.start", "status": 400}
+            await send({**start, "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        with contextlib.suppress(ValueError):
+            self.methods.append(json.loads(body).get("method"))
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    location: pegboard.Location, count: int, *, handshake_only: bool = False
+) -> AsyncIterator[list[tuple[str, Recorder]]]:
+    """``count`` HTTP servers of ``location`` sharing a session key: their URLs."""
+    import httpx2 as httpx
+
+    from pegboard.mcp._serve import _serve_http
+
+    served = []
+    async with anyio.create_task_group() as group:
+        for _ in range(count):
+            port = _free_port()
+            app = pegboard.mcp.http_app(
+                pegboard.mcp.build_server(location), token=TOKEN, session_key=KEY
+            )
+            recorder = Recorder(app, handshake_only=handshake_only)
+            group.start_soon(_serve_http, recorder, "127.0.0.1", port)
+            served.append((f"http://127.0.0.1:{port}/mcp", recorder))
+        with anyio.fail_after(20):
+            async with httpx.AsyncClient() as http:
+                for url, _ in served:
+                    while True:
+                        try:
+                            await http.get(url)
+                            break
+                        except httpx.TransportError:
+                            await anyio.sleep(0.05)
+        yield served
+        group.cancel_scope.cancel()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+HEADERS = {
+    "Authorization": f"Bearer {TOKEN}",
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+
+
+def _message(response: Any) -> Any:
+    """The JSON-RPC message of a JSON or SSE response."""
+    import json
+
+    if response.headers["content-type"].startswith("application/json"):
+        return response.json()
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads([item for item in data if item.strip()][-1])
+
+
+@pytest.fixture
+async def location(host: pegboard.Host, workspace: Path) -> AsyncIterator[pegboard.Location]:
+    tools = Tools(workspace)
+    host.tools.register({"slow": pegboard.tool(description="Take a while.", execute=tools.slow)})
+    async with host.location(workspace, plugins=[]) as location:
+        yield location
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+async def test_over_http_a_task_answers_its_own_session_on_its_own_replica(
+    location: pegboard.Location,
+) -> None:
+    """Two 2025 sessions and two replicas sharing the session key: another session's task
+    is not found, another replica says tasks need routing to theirs, the owner gets its
+    result; a 2026 request that does not declare the extension is told it must.
+    """
+    import httpx2 as httpx
+
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "agent", "version": "1"},
+        },
+    }
+
+    def request(method: str, **params: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+
+    async with replicas(location, 2) as [(first, _), (second, _)], httpx.AsyncClient() as http:
+        sessions = []
+        for _ in range(2):
+            answered = await http.post(first, headers=HEADERS, json=initialize)
+            sessions.append(
+                {
+                    **HEADERS,
+                    "Mcp-Session-Id": answered.headers["mcp-session-id"],
+                    "MCP-Protocol-Version": "2025-11-25",
+                }
+            )
+        mine, theirs = sessions
+        created = _message(
+            await http.post(
+                first, headers=mine, json=request("tools/call", name="slow", arguments={}, task={})
+            )
+        )
+        task = created["result"]["task"]["taskId"]
+        borrowed = [
+            _message(await http.post(first, headers=theirs, json=request(method, taskId=task)))
+            for method in ("tasks/get", "tasks/result", "tasks/cancel")
+        ]
+        listed = _message(await http.post(first, headers=theirs, json=request("tasks/list")))
+        elsewhere = _message(
+            await http.post(second, headers=mine, json=request("tasks/get", taskId=task))
+        )
+        result = _message(
+            await http.post(first, headers=mine, json=request("tasks/result", taskId=task))
+        )
+        modern = {
+            **HEADERS,
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tasks/get",
+            "Mcp-Name": task,
+        }
+        envelope = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "agent", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        undeclared = _message(
+            await http.post(
+                first, headers=modern, json=request("tasks/get", taskId=task, _meta=envelope)
+            )
+        )
+    assert "working" == created["result"]["task"]["status"]
+    for refused in borrowed:
+        assert types.INVALID_PARAMS == refused["error"]["code"]
+        assert "not found" in refused["error"]["message"]
+    assert [] == listed["result"]["tasks"]
+    assert (
+        "is not held by this replica: tasks need requests routed" in (elsewhere["error"]["message"])
+    )
+    assert "slept" == result["result"]["content"][0]["text"]
+    assert types.MISSING_REQUIRED_CLIENT_CAPABILITY == undeclared["error"]["code"]
+    assert {"extensions": {EXTENSION: {}}} == undeclared["error"]["data"]["requiredCapabilities"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn runs on asyncio only
+@pytest.mark.parametrize("handshake_only", [True, False], ids=["2025-11-25", "2026-07-28"])
+async def test_pegboards_mount_runs_a_served_call_as_a_task(
+    host: pegboard.Host,
+    location: pegboard.Location,
+    tmp_path: Path,
+    handshake_only: bool,
+    context: Any,
+) -> None:
+    """pegboard's mount, as the client of pegboard serve: the call runs as a task (polled
+    to its end) and its outcome is the one the served Location gives directly.
+    """
+    mounting = tmp_path / "mounting"
+    mounting.mkdir()
+    direct = await location.prepare().execute(pegboard.ToolCall("slow", {}, context()))
+    async with replicas(location, 1, handshake_only=handshake_only) as [(url, recorder)]:
+        remote = {"url": url, "headers": {"Authorization": f"Bearer {TOKEN}"}}
+        plugins = [{"name": "mcp", "options": {"servers": {"far": remote}}}]
+        rules = [{"action": "mcp.*", "resource": "*", "effect": "allow"}]
+        async with pegboard.Host().location(
+            mounting, plugins=plugins, trusted=("mcp",), permissions=rules
+        ) as mounted:
+            assert not mounted.plugin_errors
+            through = await mounted.prepare().execute(pegboard.ToolCall("far_slow", {}, context()))
+    assert isinstance(through, pegboard.Completed)
+    assert direct.content == through.content
+    assert "tasks/get" in recorder.methods
+    # The era the mount spoke: the handshake and tasks/result, or neither.
+    assert handshake_only == ("initialize" in recorder.methods)
+    assert handshake_only == ("tasks/result" in recorder.methods)

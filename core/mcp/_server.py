@@ -440,6 +440,8 @@ class LocationServer(Server[Run]):
             or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
             or not isinstance(raw, Mapping)
             or raw.get("task") is None
+            # Before the handshake, the SDK's own answer.
+            or ctx.session.client_params is None
         ):
             return await call_next(ctx)
         return await self._create_task(ctx, raw)
