@@ -327,7 +327,7 @@ async def test_a_task_id_that_is_not_this_clients_is_not_found(
         assert "slept" == (await tasks.result(real)).content[0].text
 
 
-async def test_a_client_past_the_bound_of_live_tasks_is_refused(
+async def test_law_per_call_rejection_a_client_past_the_bound_of_live_tasks_is_refused(
     served: tuple[Any, Tools],
 ) -> None:
     """10,000 tasks asked at once: the server runs its bound, refuses the rest with a
@@ -363,6 +363,44 @@ async def test_a_client_past_the_bound_of_live_tasks_is_refused(
     async with Client(server, mode="legacy") as other:
         others = await other.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
     assert [] == others.tasks
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_law_host_authority_a_task_asks_no_client_for_approval(
+    host: pegboard.Host, workspace: Path, era: str
+) -> None:
+    """Once a call is a task, a permission question has no request to ride: the call is
+    refused with the rule to add, and the client, willing to approve, is never asked.
+    """
+    asked: list[str] = []
+    runs: list[str] = []
+
+    async def approve(context: object, params: types.ElicitRequestFormParams) -> Any:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "always"})
+
+    approver = pegboard.mcp.ClientApprover(client_approval=True)
+    async with host.location(workspace, plugins=[], approver=approver) as location:
+
+        async def launch(input: object, context: pegboard.ToolContext) -> str:
+            await anyio.sleep(SLOW)
+            request = pegboard.PermissionRequest(action="launch", resources=["moon"])
+            await location.permissions.ask(request)
+            runs.append("moon")
+            return "launched"
+
+        location.tools.register({"launch": pegboard.tool(description="Launch.", execute=launch)})
+        handles = Handles()
+        server = pegboard.mcp.build_server(location)
+        async with Client(
+            server, mode=era, extensions=[handles], elicitation_callback=approve
+        ) as mcp:
+            tasks = Era(mcp, handles)
+            result = await tasks.result(await tasks.start("launch", {}))
+    assert ([], []) == (asked, runs)
+    assert result.is_error
+    assert "a call that runs as a task cannot ask its client" in result.content[0].text
+    assert "--allow launch:moon" in result.content[0].text
 
 
 async def test_a_task_lives_as_long_as_its_ttl_allows(served: tuple[Any, Tools]) -> None:
