@@ -43,6 +43,7 @@ class Tools:
         self.settled: list[str] = []
 
     async def add(self, input: dict[str, int], context: pegboard.ToolContext) -> int:
+        await context.progress(pegboard.Progress(message="adding"))
         return input["a"] + input["b"]
 
     async def slow(self, input: object, context: pegboard.ToolContext) -> str:
@@ -226,6 +227,12 @@ async def test_a_task_ends_with_the_outcome_of_the_same_call_made_directly(
         tasks = Era(mcp, handles)
         started = [await tasks.start(name, arguments) for name, arguments in calls]
         seen = await tasks.get(started[-1])
+        updates: list[str | None] = []
+
+        async def progress(current: float, total: float | None, message: str | None) -> None:
+            updates.append(message)
+
+        await mcp.call_tool("add", {"a": 1, "b": 1}, progress_callback=progress)
         through_tasks = [
             started[n] if not isinstance(started[n], str) else await tasks.result(started[n])
             for n in range(len(calls))
@@ -240,9 +247,10 @@ async def test_a_task_ends_with_the_outcome_of_the_same_call_made_directly(
     kinds = [isinstance(task, str) for task in started]
     assert ([False, False, False, True] if tasks.modern else [True] * 4) == kinds
     assert ("working", "halfway") == (seen.status, seen.status_message)
-    assert ["add", "add", "slow", "add", "add", "slow"] == [
-        name for name in tools.settled if name != "nope"
-    ]
+    # A call answered directly reports progress as usual, task or not.
+    assert ["adding"] == updates
+    # Each call settled once, through a task or not.
+    assert ["add"] * 5 + ["nope"] * 2 + ["slow"] * 2 == sorted(tools.settled)
 
 
 async def test_each_era_is_told_what_it_can_ask(served: tuple[Any, Tools]) -> None:

@@ -39,6 +39,7 @@ from ._sessions import session_of
 from ._tasks import (
     DIRECT_WINDOW,
     EXTENSION,
+    MAX_TTL_MS,
     RELATED_TASK,
     ServedTask,
     TaskStore,
@@ -327,7 +328,8 @@ class LocationServer(Server[Run]):
         ):
             # The tasks extension lets the server choose: a call that ends soon is
             # answered as usual, one that runs on becomes a task.
-            task = await self._start_task(context, params, None)
+            # The extension names no time to live: the longest pegboard keeps.
+            task = await self._start_task(context, params, MAX_TTL_MS)
             if not task.ended:
                 task.handed_out = True
                 return {"resultType": "task", **task.detailed()}
@@ -571,7 +573,8 @@ class _TaskParams(types.RequestParams):
 class TaskChannel(Channel):
     """A call's way back to its client while it runs as a task.
 
-    Progress becomes the task's status message. Once the client holds the
+    Progress becomes the task's status message (and a notification while the
+    call's request is open). Once the client holds the
     task's ID the call's request is over: log messages have no stream left,
     and a question has no one to ask, so the call is refused what needs one.
     """
@@ -590,6 +593,8 @@ class TaskChannel(Channel):
         self.task = task
 
     async def progress(self, update: Progress) -> None:
+        if not self.task.handed_out:
+            await super().progress(update)  # its request is still open
         said = update.message
         if said is None and update.current is not None:
             said = f"{update.current:g}" + (f" of {update.total:g}" if update.total else "")
