@@ -329,6 +329,11 @@ async def test_a_task_id_that_is_not_this_clients_is_not_found(
             await tasks.cancel(guessed)
         with pytest.raises(MCPError, match=r"needs params\.taskId"):
             await tasks.get("")
+        if not tasks.modern:
+            dispatcher = mcp.session._dispatcher  # type: ignore[attr-defined]
+            with pytest.raises(MCPError, match=r"tools/call params are invalid: name: ") as bad:
+                await dispatcher.send_raw_request("tools/call", {"name": 5, "task": {}}, {})
+            assert types.INVALID_PARAMS == bad.value.code
         elsewhere = f"{'0' * len(replica)}-{real.partition('-')[2]}"
         with pytest.raises(MCPError, match="is not held by this replica: tasks need requests"):
             await tasks.get(elsewhere)
