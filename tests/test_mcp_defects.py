@@ -17,6 +17,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'pe
 
 import httpx2 as httpx
 from mcp import Client, MCPError
+from serving import wait_until_listening
 
 import pegboard.mcp
 from pegboard.mcp._server import DEFECT_MESSAGE
@@ -113,14 +114,7 @@ async def served(host: pegboard.Host, workspace: Path) -> AsyncIterator[str]:
             lambda: pegboard.mcp.serve(location, transport="http", port=port, token=TOKEN)
         )
         url = f"http://127.0.0.1:{port}/mcp"
-        with anyio.fail_after(20):
-            async with httpx.AsyncClient() as http:
-                while True:
-                    try:
-                        await http.get(url)
-                        break
-                    except httpx.TransportError:
-                        await anyio.sleep(0.05)
+        await wait_until_listening(url)
         yield url
         group.cancel_scope.cancel()
 

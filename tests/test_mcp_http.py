@@ -20,6 +20,7 @@ import pegboard
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'pegboard[mcp]'")
 
 import httpx2 as httpx
+from serving import wait_until_listening
 
 import pegboard.mcp
 
@@ -64,17 +65,6 @@ class Slow:
 @pytest.fixture
 def slow() -> Slow:
     return Slow()
-
-
-async def wait_until_listening(url: str) -> None:
-    with anyio.fail_after(20):
-        async with httpx.AsyncClient() as http:
-            while True:
-                try:
-                    await http.get(url)
-                    return
-                except httpx.TransportError:
-                    await anyio.sleep(0.05)
 
 
 @pytest.fixture

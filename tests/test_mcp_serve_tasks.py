@@ -492,7 +492,7 @@ async def replicas(
     location: pegboard.Location, count: int, *, handshake_only: bool = False
 ) -> AsyncIterator[list[tuple[str, Recorder]]]:
     """``count`` HTTP servers of ``location`` sharing a session key: their URLs."""
-    import httpx2 as httpx
+    from serving import wait_until_listening
 
     from pegboard.mcp._serve import _serve_http
 
@@ -506,15 +506,7 @@ async def replicas(
             recorder = Recorder(app, handshake_only=handshake_only)
             group.start_soon(_serve_http, recorder, "127.0.0.1", port)
             served.append((f"http://127.0.0.1:{port}/mcp", recorder))
-        with anyio.fail_after(20):
-            async with httpx.AsyncClient() as http:
-                for url, _ in served:
-                    while True:
-                        try:
-                            await http.get(url)
-                            break
-                        except httpx.TransportError:
-                            await anyio.sleep(0.05)
+        await wait_until_listening(*(url for url, _ in served))
         yield served
         group.cancel_scope.cancel()
 

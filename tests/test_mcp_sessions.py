@@ -21,6 +21,7 @@ import pegboard
 pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install 'pegboard[mcp]'")
 
 import httpx2 as httpx
+from serving import wait_until_listening
 
 import pegboard.mcp
 from pegboard.mcp._sessions import SessionClaims, SessionKey, session_of
@@ -101,14 +102,7 @@ def serving(host: pegboard.Host, tmp_path: Path) -> Serving:
                 )
             )
             url = f"http://127.0.0.1:{port}/mcp"
-            with anyio.fail_after(20):
-                async with httpx.AsyncClient() as http:
-                    while True:
-                        try:
-                            await http.get(url)
-                            break
-                        except httpx.TransportError:
-                            await anyio.sleep(0.05)
+            await wait_until_listening(url)
             yield url
             group.cancel_scope.cancel()
 
@@ -199,14 +193,8 @@ async def test_a_2025_client_over_http_is_told_why_it_is_not_asked(
         group.start_soon(
             lambda: pegboard.mcp.serve(location, transport="http", port=port, token=TOKEN)
         )
+        await wait_until_listening(url)
         async with httpx.AsyncClient() as http:
-            with anyio.fail_after(20):
-                while True:
-                    try:
-                        await http.get(url)
-                        break
-                    except httpx.TransportError:
-                        await anyio.sleep(0.05)
             session = await initialize(http, url)
             headers = {**HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
             answered = await http.post(url, headers=headers, json=call("launch"))
