@@ -376,6 +376,7 @@ async def _session_headers(app: Any, era: str) -> list[tuple[bytes, bytes]]:
 
 async def measure_layers(era: str, requests: int, rounds: int) -> dict[str, list[float]]:
     """Server CPU microseconds per ``tools/call``, each layer's app driven in this process."""
+    from _add import ADD_TOOL  # beside this script on sys.path
     from mcp.server.mcpserver import MCPServer
 
     import pegboard
@@ -383,29 +384,16 @@ async def measure_layers(era: str, requests: int, rounds: int) -> dict[str, list
     from pegboard.mcp._http import transport_security
     from pegboard.mcp._sessions import SessionKey, StatelessSessions
 
-    @attrs.frozen
-    class AddInput:
-        a: int
-        b: int
-
-    @attrs.frozen
-    class AddOutput:
-        total: int
-
-    @pegboard.tool(description="Add two integers.", input=AddInput, output=AddOutput)
-    async def add(input: AddInput, context: pegboard.ToolContext) -> AddOutput:
-        return AddOutput(total=input.a + input.b)
-
     async def sdk_add(a: int, b: int) -> dict[str, int]:
         """Add two integers."""
-        return {"total": a + b}
+        return {"sum": a + b}
 
     arguments = {"name": "add", "arguments": ARGUMENTS}
     if era == "2026-07-28":
         arguments["_meta"] = MODERN_META
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": arguments})
     host = pegboard.Host()
-    host.tools.register({"add": add})
+    host.tools.register({"add": ADD_TOOL})
     apps: dict[str, tuple[Any, list[tuple[bytes, bytes]]]] = {}
     async with contextlib.AsyncExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -434,7 +422,7 @@ async def measure_layers(era: str, requests: int, rounds: int) -> dict[str, list
             headers = await _session_headers(app, era)
             status, answer, _ = await _asgi(app, headers, body.encode())
             assert status == 200, (layer, answer)
-            assert b'"total":3' in answer.replace(b" ", b""), (layer, answer)
+            assert b'"sum":3' in answer.replace(b" ", b""), (layer, answer)
             apps[layer] = (app, headers)
         figures: dict[str, list[float]] = {layer: [] for layer in LAYERS}
         encoded = body.encode()
