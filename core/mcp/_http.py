@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = (
     "Guard",
     "is_loopback",
+    "send_error",
     "transport_security",
 )
 
@@ -124,7 +125,7 @@ class Guard:
         if not more:
             parsed = _parse(body)
             if isinstance(parsed, tuple):
-                await _send_error(send, *parsed)
+                await send_error(send, 400, *parsed)
                 return
             if session:
                 request_id = _request_id(parsed)
@@ -256,14 +257,15 @@ def _json_kind(value: object) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-async def _send_error(send: Send, code: int, message: str) -> None:
+async def send_error(send: Send, status: int, code: int, message: str) -> None:
+    """Answer with HTTP ``status`` and a JSON-RPC error (no ``id``) of ``code``."""
     body = json.dumps(
         {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     ).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 400,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),

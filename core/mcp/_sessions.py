@@ -14,6 +14,8 @@ import anyio
 import attrs
 import orjson
 
+from ._http import send_error
+
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
     from mcp.server.streamable_http import StreamableHTTPServerTransport
@@ -149,19 +151,19 @@ class StatelessSessions:
         session_id = next((v.decode("latin-1") for k, v in scope["headers"] if k == header), None)
         if session_id is None:
             if method != "POST":
-                await _error(send, 400, -32600, "Bad Request: Missing session ID")
+                await send_error(send, 400, -32600, "Bad Request: Missing session ID")
                 return
             body, more = await _read(receive)
             claims = None if more else _initialize_claims(body)
             if claims is None:
-                await _error(send, 400, -32600, "Bad Request: Missing session ID")
+                await send_error(send, 400, -32600, "Bad Request: Missing session ID")
                 return
             session_id = self.key.issue(claims)
             receive = _replay(body, receive)
         else:
             claims = self.key.load(session_id)
             if claims is None:
-                await _error(
+                await send_error(
                     send,
                     404,
                     -32600,
@@ -174,7 +176,7 @@ class StatelessSessions:
             if last_event is not None and self.events is not None:
                 await self._resume(session_id, claims, last_event, scope, receive, send)
                 return
-            await _error(send, 405, -32600, "Method Not Allowed: no standalone stream")
+            await send_error(send, 405, -32600, "Method Not Allowed: no standalone stream")
             return
         if method == "DELETE":
             # Nothing is kept, so nothing is ended: any replica says yes.
@@ -347,7 +349,7 @@ class StatelessSessions:
         assert self.events is not None
         found = self.events.find(last_event, claims.session)
         if found is None:
-            await _error(
+            await send_error(
                 send,
                 404,
                 -32600,
@@ -514,18 +516,3 @@ def _replay(body: bytes, receive: Receive, *, more: bool = False) -> Receive:
         return await receive()
 
     return replay
-
-
-async def _error(send: Send, status: int, code: int, message: str) -> None:
-    body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
