@@ -26,7 +26,6 @@ from ._config import (
 )
 from ._confining import ConfineMode, Confining, network_names
 from ._deferral import ToolBudget
-from ._elicitation import Elicit
 from ._filesystem import Filesystem
 from ._location import Location
 from ._permissions import Approver, PermissionRule, Permissions, default_approvals_file
@@ -39,6 +38,7 @@ from ._storage import ManagedStorage
 from .sandbox import Mode, Sandbox
 
 if TYPE_CHECKING:
+    from ._elicitation import Elicit
     from .codemode import CodeModeLimits
 
 __all__ = ("Host",)

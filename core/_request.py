@@ -19,13 +19,13 @@ from ._outcome import CallIdentity, Outcome, ToolCall
 from ._permissions import PermissionRejected
 from ._pipeline import Pipeline
 from ._registry import Board
-from ._search import SearchIndex
 from ._tool import Tool, ToolContext, ToolDefinition
 from ._tracing import instruments, traced
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._journal import CallJournal
+    from ._search import SearchIndex
     from ._step import StepEvent
 
 __all__ = ("Request", "Snapshot")
@@ -224,6 +224,8 @@ class Snapshot:
     def index(self) -> SearchIndex:
         """The search index over every definition, built once, when first needed."""
         if self._index is None:
+            from ._search import SearchIndex  # only a Location that searches pays for it
+
             self._index = SearchIndex(self.definitions)
         return self._index
 

@@ -65,6 +65,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
         ("clibroken", broken, ""),
         ("cliwhere", WHERE, ""),
         ("clitrusting", TRUSTING, ""),
+        ("cligc", COLLECTOR, ""),
         ("clioptions", OPTIONS, ":plugin"),
     ]
     for name, source, attribute in plugins:
@@ -89,6 +90,25 @@ WHERE = """
     @pegboard.hookimpl
     def activate_location(tools):
         tools.register({"where": where})
+"""
+
+
+#: A plugin whose one tool says whether the cyclic garbage collector ran while the
+#: plugin activated, and whether it runs now.
+COLLECTOR = """
+    import gc
+    import pegboard
+
+    @pegboard.tool(description="Is the collector on?")
+    async def collector(input, context):
+        return f"activated {ACTIVATED[-1]}, called {'on' if gc.isenabled() else 'off'}"
+
+    ACTIVATED = []
+
+    @pegboard.hookimpl
+    def activate_location(tools):
+        ACTIVATED.append("on" if gc.isenabled() else "off")
+        tools.register({"collector": collector})
 """
 
 
@@ -729,6 +749,46 @@ def test_confine_chooses_where_an_untrusted_plugin_runs(
         assert 0 == result.returncode, result.stderr
         seen[flags] = result.stdout.splitlines()[0]
     assert ["confined", "in process", "in process"] == list(seen.values())
+
+
+def test_start_up_defers_the_collector_and_a_tool_runs_with_it(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """The command starts up without the cyclic garbage collector, and turns it back on
+    before any tool runs."""
+    result = pegboard(
+        environment, "call", "collector", "-l", str(workspace), "-p", "cligc", "--trust", "cligc"
+    )
+    assert (0, "activated off, called on") == (result.returncode, result.stdout.strip())
+
+
+def test_main_called_by_a_program_leaves_its_collector_alone(
+    environment: dict[str, str], workspace: Path
+) -> None:
+    """`pegboard.cli.main(argv)` from a program that turned the collector off, or left it on,
+    finds it as it was afterwards."""
+    program = (
+        "import gc, sys\n"
+        "from pegboard.cli import main\n"
+        "for enabled in (False, True):\n"
+        "    gc.enable() if enabled else gc.disable()\n"
+        "    try:\n"
+        f"        main(['call', 'collector', '-l', {str(workspace)!r}, '-p', 'cligc',"
+        " '--trust', 'cligc'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "    print(gc.isenabled(), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=environment,
+        timeout=60,
+    )  # fmt: skip
+    assert ["activated off, called off", "activated on, called on"] == [
+        line.strip() for line in result.stdout.splitlines()
+    ], result.stderr
+    assert ["False", "True"] == [
+        line for line in result.stderr.splitlines() if line in ("False", "True")
+    ]
 
 
 # When there is nothing to list, the command says why.

@@ -361,6 +361,12 @@ PLUGIN = """
     async def fail(input, context):
         raise pegboard.ToolFailure("no luck")
 
+    @pegboard.tool(description="Whether the cyclic garbage collector runs.")
+    async def collector(input, context):
+        import gc
+
+        return "on" if gc.isenabled() else "off"
+
     def make(root, tools):
         @pegboard.tool(description="Wait until cancelled.")
         async def wait(input, context):
@@ -375,7 +381,7 @@ PLUGIN = """
             tools.register({"extra": fail})
             return "grown"
 
-        return {"add": add, "fail": fail, "wait": wait, "grow": grow}
+        return {"add": add, "fail": fail, "wait": wait, "grow": grow, "collector": collector}
 
     @pegboard.hookimpl
     def activate_location(location, tools):
@@ -420,9 +426,11 @@ async def test_pegboard_serve_over_stdio(
         updates.append(message)
 
     async with Client(stdio_server, mode=era, message_handler=on_message) as mcp:
-        assert ["add", "fail", "grow", "wait"] == [
+        assert ["add", "collector", "fail", "grow", "wait"] == [
             tool.name for tool in (await mcp.list_tools()).tools
         ]
+        # Start-up ran without the collector; serving runs with it.
+        assert "on" == (await mcp.call_tool("collector", {})).content[0].text
         added = await mcp.call_tool("add", {"a": 2, "b": 3}, progress_callback=progress)
         assert ({"result": 5}, ["adding"]) == (added.structured_content, updates)
         failed = await mcp.call_tool("fail", {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import gc
 import os
 import sys
 
@@ -20,8 +21,10 @@ __all__ = (
     "UsageError",
     "add_location_options",
     "check_trust",
+    "defer_collection",
     "path",
     "print_error",
+    "started",
     "warn",
 )
 
@@ -188,3 +191,37 @@ def warn(message: object) -> None:
     if text not in _WARNED:
         _WARNED.add(text)
         print(f"pegboard: warning: {text}", file=sys.stderr)
+
+
+#: Whether `defer_collection` turned the cyclic garbage collector off.
+_deferred = False
+
+
+def defer_collection() -> None:
+    """Keep the cyclic garbage collector off while the command starts up.
+
+    Starting up imports the engine and builds its classes, their generated methods
+    and the tools: objects that live as long as the process, and that the
+    collector would scan again at each of the dozens of collections their making
+    sets off, finding no garbage. `started` turns it back on once the Location is
+    open, before any tool runs, and `main` does on the way out whatever happened.
+    """
+    global _deferred
+    if gc.isenabled():
+        gc.disable()
+        _deferred = True
+
+
+def started() -> None:
+    """Start-up is over: the collector runs again, if `defer_collection` stopped it.
+
+    What start-up made is frozen first (moved to the collector's permanent
+    generation), so no later collection scans it: unfrozen, it would all be
+    scanned at once by the first collection. The price is that cyclic garbage
+    start-up left is never freed; start-up leaves little.
+    """
+    global _deferred
+    if _deferred:
+        _deferred = False
+        gc.freeze()
+        gc.enable()

@@ -13,6 +13,7 @@ from ._common import (
     add_secret_options,
     check_trust,
     secret_values,
+    started,
     warn,
 )
 from ._rules import add_permission_options, host_rules
@@ -113,6 +114,7 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         secrets=secrets,
         **sandbox,
     ) as location:
+        started()
         check_trust(arguments, location.enabled)
         request = location.prepare()
         if storage is None:  # pegboard tools

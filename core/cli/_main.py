@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from . import _check, _location, _new, _permissions, _plugins, _serve, _worker
-from ._common import Exit, Parser, UsageError, print_error
+from ._common import Exit, Parser, UsageError, defer_collection, print_error, started
 
 # typing is not imported at run time: `pegboard --help` stays cheap.
 TYPE_CHECKING = False
@@ -22,6 +22,10 @@ __all__ = ("build_parser", "main")
 # Modules import only argparse, enum, os and sys at the top, and typing only
 # for the type checker: `pegboard --help` must stay cheap (bench_startup.py).
 _COMMANDS = (_plugins, _location, _serve, _worker, _permissions, _check, _new)
+
+#: The commands whose start-up runs without the cyclic garbage collector, each
+#: turning it back on (`started`) once its Location is open.
+_STARTING = frozenset({"tools", "call", "serve"})
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -83,7 +87,10 @@ def _command_in(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the command line and exit with its status."""
     given = sys.argv[1:] if argv is None else argv
-    arguments = build_parser(_command_in(given)).parse_args(given)
+    command = _command_in(given)
+    if argv is None and command in _STARTING:  # the program, not a test calling main
+        defer_collection()
+    arguments = build_parser(command).parse_args(given)
     from ._log import quiet_logging  # logging is imported once a command runs
 
     quiet_logging(arguments)
@@ -94,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         status = Exit.USAGE
     except KeyboardInterrupt:
         status = 130
+    finally:
+        started()
     if argv is None:  # the program itself, about to exit (not a test calling main)
         import gc
 

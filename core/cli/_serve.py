@@ -15,6 +15,7 @@ from ._common import (
     path,
     print_error,
     secret_values,
+    started,
     warn,
 )
 from ._rules import add_permission_options, host_rules
@@ -251,6 +252,7 @@ async def _serve_location(
         secrets=secrets,
         **sandbox,
     ) as location:
+        started()
         check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
             warn(problem)
