@@ -6,7 +6,7 @@ import contextlib
 import datetime
 import functools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -15,21 +15,29 @@ if TYPE_CHECKING:
 
 __all__ = ("converter", "json_type")
 
-_JSON_TYPES = {
+_JSON_TYPES: dict[type, str] = {
     dict: "object",
     list: "array",
     tuple: "array",
     str: "string",
+    bool: "boolean",
     int: "integer",
     float: "number",
-    bool: "boolean",
     type(None): "null",
 }
 
 
 def json_type(value: Any) -> str:
-    """The JSON name of a value's type, for error messages."""
-    return _JSON_TYPES.get(type(value), type(value).__name__)
+    """The JSON name of a value's type (frozen JSON's too), else its class's name."""
+    found = _JSON_TYPES.get(type(value))
+    if found is not None:
+        return found
+    if isinstance(value, Mapping):
+        return "object"
+    for kind, name in _JSON_TYPES.items():  # subclasses; bool is listed before int
+        if kind is not dict and isinstance(value, kind):
+            return name
+    return type(value).__name__
 
 
 def _strict_int(value: Any, _: type) -> int:

@@ -636,3 +636,22 @@ def test_a_plainly_decodable_class_gets_its_decoder_at_the_first_decode() -> Non
     assert codec._checker is not None
     assert not plainly_decodable(Shapes)  # a union of classes: derived when made
     assert not plainly_decodable(Everything)  # int | str, an enum
+
+
+def test_messages_name_json_types_of_frozen_json_and_subclasses() -> None:
+    """A value's JSON type is named for frozen JSON and subclasses as for plain JSON."""
+    from types import MappingProxyType
+
+    from pegboard._converter import json_type
+
+    class Word(str):
+        pass
+
+    class Flag(enum.IntEnum):
+        ON = 1
+
+    values = [MappingProxyType({}), {}, (), [], Word("a"), True, Flag.ON, 1.5, None, b"x"]
+    assert [
+        "object", "object", "array", "array", "string", "boolean", "integer", "number", "null",
+        "bytes",
+    ] == [json_type(value) for value in values]  # fmt: skip

@@ -11,6 +11,7 @@ import attrs
 
 import pegboard
 
+from .._converter import json_type
 from ._errors import CompatibilityError
 
 __all__ = ("ANTHROPIC", "OPENAI", "Profile", "convert", "parameters", "strict_input")
@@ -172,21 +173,7 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
     if isinstance(declared, list | tuple):
         return [str(kind) for kind in declared]
     values = schema["enum"] if "enum" in schema else [schema.get("const", _ABSENT)]
-    return sorted({_json_type(value) for value in values if value is not _ABSENT})
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list | tuple) else "object"
+    return sorted({json_type(value) for value in values if value is not _ABSENT})
 
 
 def _branches(schema: Mapping[str, Any]) -> list[Any]:
