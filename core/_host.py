@@ -185,11 +185,7 @@ class Host:
         known = Secrets.of(secrets)
         if trace_content is not None and not isinstance(trace_content, bool):
             raise TypeError(f"trace_content takes True, False or None, got {trace_content!r}")
-        path = anyio.Path(root)
-        if not await path.is_dir():
-            raise NotADirectoryError(f"a Location's root must be a directory: {path}")
-        resolved = Path(await path.resolve())
-        config = await anyio.to_thread.run_sync(LocationConfig.read, resolved)
+        resolved, config = await anyio.to_thread.run_sync(_root_and_config, Path(root))
         specs = self._enabled(plugins, config, resolved)
         if limits is None:
             limits = _limits(config, resolved)
@@ -332,6 +328,14 @@ class Host:
                     f"installed plugins: {', '.join(installed)}"
                 )
         return specs
+
+
+def _root_and_config(root: Path) -> tuple[Path, LocationConfig]:
+    """The Location's resolved root and its configuration, read in one worker thread."""
+    if not root.is_dir():
+        raise NotADirectoryError(f"a Location's root must be a directory: {root}")
+    resolved = root.resolve()
+    return resolved, LocationConfig.read(resolved)
 
 
 async def _confinement_missing() -> str | None:

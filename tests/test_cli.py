@@ -94,14 +94,16 @@ WHERE = """
 
 
 #: A plugin whose one tool says whether the cyclic garbage collector ran while the
-#: plugin activated, and whether it runs now.
+#: plugin activated, whether it runs now, and whether objects were frozen.
 COLLECTOR = """
     import gc
     import pegboard
 
     @pegboard.tool(description="Is the collector on?")
     async def collector(input, context):
-        return f"activated {ACTIVATED[-1]}, called {'on' if gc.isenabled() else 'off'}"
+        now = "on" if gc.isenabled() else "off"
+        frozen = "some" if gc.get_freeze_count() else "none"
+        return f"activated {ACTIVATED[-1]}, called {now}, frozen {frozen}"
 
     ACTIVATED = []
 
@@ -751,22 +753,25 @@ def test_confine_chooses_where_an_untrusted_plugin_runs(
     assert ["confined", "in process", "in process"] == list(seen.values())
 
 
-def test_start_up_defers_the_collector_and_a_tool_runs_with_it(
+def test_start_up_defers_the_collector_and_plugins_run_with_it(
     environment: dict[str, str], workspace: Path
 ) -> None:
-    """The command starts up without the cyclic garbage collector, and turns it back on
-    before any tool runs."""
+    """The command imports the engine without the cyclic garbage collector and freezes
+    what it made; a plugin's activation and its tools run with the collector on."""
     result = pegboard(
         environment, "call", "collector", "-l", str(workspace), "-p", "cligc", "--trust", "cligc"
     )
-    assert (0, "activated off, called on") == (result.returncode, result.stdout.strip())
+    assert (0, "activated on, called on, frozen some") == (
+        result.returncode,
+        result.stdout.strip(),
+    )
 
 
 def test_main_called_by_a_program_leaves_its_collector_alone(
     environment: dict[str, str], workspace: Path
 ) -> None:
     """`pegboard.cli.main(argv)` from a program that turned the collector off, or left it on,
-    finds it as it was afterwards."""
+    freezes nothing and finds the collector as it was afterwards."""
     program = (
         "import gc, sys\n"
         "from pegboard.cli import main\n"
@@ -783,9 +788,10 @@ def test_main_called_by_a_program_leaves_its_collector_alone(
         [sys.executable, "-c", program], capture_output=True, text=True, env=environment,
         timeout=60,
     )  # fmt: skip
-    assert ["activated off, called off", "activated on, called on"] == [
-        line.strip() for line in result.stdout.splitlines()
-    ], result.stderr
+    assert [
+        "activated off, called off, frozen none",
+        "activated on, called on, frozen none",
+    ] == [line.strip() for line in result.stdout.splitlines()], result.stderr
     assert ["False", "True"] == [
         line for line in result.stderr.splitlines() if line in ("False", "True")
     ]

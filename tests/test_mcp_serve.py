@@ -365,7 +365,7 @@ PLUGIN = """
     async def collector(input, context):
         import gc
 
-        return "on" if gc.isenabled() else "off"
+        return ("on" if gc.isenabled() else "off") + (" frozen" if gc.get_freeze_count() else "")
 
     def make(root, tools):
         @pegboard.tool(description="Wait until cancelled.")
@@ -429,8 +429,8 @@ async def test_pegboard_serve_over_stdio(
         assert ["add", "collector", "fail", "grow", "wait"] == [
             tool.name for tool in (await mcp.list_tools()).tools
         ]
-        # Start-up ran without the collector; serving runs with it.
-        assert "on" == (await mcp.call_tool("collector", {})).content[0].text
+        # The engine was imported without the collector and frozen; serving runs with it.
+        assert "on frozen" == (await mcp.call_tool("collector", {})).content[0].text
         added = await mcp.call_tool("add", {"a": 2, "b": 3}, progress_callback=progress)
         assert ({"result": 5}, ["adding"]) == (added.structured_content, updates)
         failed = await mcp.call_tool("fail", {})

@@ -198,13 +198,13 @@ _deferred = False
 
 
 def defer_collection() -> None:
-    """Keep the cyclic garbage collector off while the command starts up.
+    """Keep the cyclic garbage collector off while the command imports the engine.
 
-    Starting up imports the engine and builds its classes, their generated methods
-    and the tools: objects that live as long as the process, and that the
-    collector would scan again at each of the dozens of collections their making
-    sets off, finding no garbage. `started` turns it back on once the Location is
-    open, before any tool runs, and `main` does on the way out whatever happened.
+    Importing the engine builds its modules, classes and their generated methods:
+    objects that live as long as the process, and that the collector would scan
+    again at each of the dozens of collections their making sets off, finding no
+    garbage. `started` turns it back on before a Location opens, so no plugin's
+    code runs without it, and `main` does on the way out whatever happened.
     """
     global _deferred
     if gc.isenabled():
@@ -215,10 +215,10 @@ def defer_collection() -> None:
 def started() -> None:
     """Start-up is over: the collector runs again, if `defer_collection` stopped it.
 
-    What start-up made is frozen first (moved to the collector's permanent
+    What the imports made is frozen first (moved to the collector's permanent
     generation), so no later collection scans it: unfrozen, it would all be
-    scanned at once by the first collection. The price is that cyclic garbage
-    start-up left is never freed; start-up leaves little.
+    scanned at once by the first collection. Cyclic garbage they left would never
+    be freed; imports leave next to none, and no plugin has run yet.
     """
     global _deferred
     if _deferred:

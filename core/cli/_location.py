@@ -93,6 +93,7 @@ def run(arguments: argparse.Namespace) -> int:
 async def _location_command(arguments: argparse.Namespace) -> int:
     from pegboard import Host
 
+    started()  # the engine is imported; plugins' code runs with the collector on
     rules = host_rules(arguments)
     sandbox = sandbox_settings(arguments)
     calling = arguments.command == "call"
@@ -114,7 +115,6 @@ async def _location_command(arguments: argparse.Namespace) -> int:
         secrets=secrets,
         **sandbox,
     ) as location:
-        started()
         check_trust(arguments, location.enabled)
         request = location.prepare()
         if storage is None:  # pegboard tools

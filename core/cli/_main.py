@@ -23,8 +23,8 @@ __all__ = ("build_parser", "main")
 # for the type checker: `pegboard --help` must stay cheap (bench_startup.py).
 _COMMANDS = (_plugins, _location, _serve, _worker, _permissions, _check, _new)
 
-#: The commands whose start-up runs without the cyclic garbage collector, each
-#: turning it back on (`started`) once its Location is open.
+#: The commands that import the engine without the cyclic garbage collector, each
+#: turning it back on (`started`) before it opens a Location.
 _STARTING = frozenset({"tools", "call", "serve"})
 
 

@@ -241,6 +241,7 @@ async def _serve_location(
     from pegboard import Host
     from pegboard.mcp import ClientApprover, serve
 
+    started()  # the engine is imported; plugins' code runs with the collector on
     approver = ClientApprover(client_approval=arguments.client_approval)
     secrets = secret_values(arguments)
     async with Host().location(
@@ -252,7 +253,6 @@ async def _serve_location(
         secrets=secrets,
         **sandbox,
     ) as location:
-        started()
         check_trust(arguments, location.enabled)
         for problem in location.plugin_errors:
             warn(problem)
