@@ -78,6 +78,8 @@ def view(task: dict[str, Any]) -> dict[str, Any]:
         shown["error"] = {"code": -32603, "message": "the printer is on fire"}
     if task["status"] == "input_required":
         shown["inputRequests"] = task["asked"]
+    if task["status"] == "cancelled" and task["tool"] == "drop":
+        shown["statusMessage"] = "the queue was flushed"
     return shown
 
 
@@ -107,6 +109,8 @@ class Tasks(Extension):
             task["status"], task["asked"] = "input_required", {"s1": SAMPLING}
         if params.name == "fail":
             task["status"] = "failed"
+        if params.name == "drop":
+            task["status"] = "cancelled"
         TASKS[task_id] = task
         return {"resultType": "task", **view(task)}
 
@@ -169,6 +173,12 @@ def sample() -> str:
 def fail() -> str:
     """Fail with a JSON-RPC error."""
     return "did not fail"
+
+
+@app.tool(structured_output=False)
+def drop() -> str:
+    """Have its task cancelled by the server."""
+    return "not dropped"
 
 
 @app.tool(structured_output=False)

@@ -693,8 +693,8 @@ async def test_a_task_a_2026_server_makes_is_followed_to_its_end(
 ) -> None:
     """The mount declares the tasks extension; a call answered with a task is polled to
     its result, its status messages are progress, its question goes to the host's
-    handler (a decline is no success), what it cannot answer or a failed task fails
-    the call, and a cancelled call cancels the task.
+    handler (a decline is no success), what it cannot answer, a failed task or one the
+    server cancelled fails the call, and a cancelled call cancels the task.
     """
     answers = iter(
         [
@@ -729,6 +729,7 @@ async def test_a_task_a_2026_server_makes_is_followed_to_its_end(
         declined = await call("tp_ask")
         sampled = await call("tp_sample")
         failed = await call("tp_fail")
+        dropped = await call("tp_drop")
         with anyio.move_on_after(0.5):
             await call("tp_slow", marker=str(marker))
     assert isinstance(written, pegboard.Completed)
@@ -745,6 +746,10 @@ async def test_a_task_a_2026_server_makes_is_followed_to_its_end(
     assert "'sampling/createMessage', which pegboard does not answer" in sampled.error.message
     assert isinstance(failed, pegboard.Failed)
     assert "could not finish 'fail': the printer is on fire" in failed.error.message
+    assert isinstance(dropped, pegboard.Failed)
+    assert dropped.error.message.endswith(
+        "the MCP server 'tp' cancelled its task for 'drop': the queue was flushed"
+    )
     await eventually(marker.exists)
     assert "cancelled" == marker.read_text()
 

@@ -102,18 +102,9 @@ async def run_task(
                     result = await session.send_request(payload, types.CallToolResult, within)
                     ended = True
                     return result
-                if task.status == "failed":
+                if task.status in ("failed", "cancelled"):
                     ended = True
-                    raise pegboard.ToolFailure(
-                        f"the MCP server {server!r} could not finish {tool!r}: "
-                        f"{task.status_message or 'its task failed without saying why'}"
-                    )
-                if task.status == "cancelled":
-                    ended = True
-                    raise pegboard.ToolFailure(
-                        f"the MCP server {server!r} cancelled its task for {tool!r}"
-                        + (f": {task.status_message}" if task.status_message else "")
-                    )
+                    raise _ended(server, tool, task.status, task.status_message)
                 await anyio.sleep(poll_interval(task.poll_interval))
                 get = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.task_id))
                 task = await session.send_request(get, types.GetTaskResult, within)
@@ -125,6 +116,19 @@ async def run_task(
     finally:
         if not ended:
             await _cancel(client, task.task_id)
+
+
+def _ended(server: str, tool: str, status: str, why: str | None) -> pegboard.ToolFailure:
+    """The failure of a call whose task ``status`` is ``failed`` or ``cancelled``."""
+    if status == "cancelled":
+        return pegboard.ToolFailure(
+            f"the MCP server {server!r} cancelled its task for {tool!r}"
+            + (f": {why}" if why else "")
+        )
+    return pegboard.ToolFailure(
+        f"the MCP server {server!r} could not finish {tool!r}: "
+        f"{why or 'its task failed without saying why'}"
+    )
 
 
 async def _create(
@@ -259,16 +263,10 @@ async def follow_task(
                 if task.status == "failed":
                     ended = True
                     why = (task.error or {}).get("message") or task.status_message
-                    raise pegboard.ToolFailure(
-                        f"the MCP server {server!r} could not finish {tool!r}: "
-                        f"{why or 'its task failed without saying why'}"
-                    )
+                    raise _ended(server, tool, "failed", why)
                 if task.status == "cancelled":
                     ended = True
-                    raise pegboard.ToolFailure(
-                        f"the MCP server {server!r} cancelled its task for {tool!r}"
-                        + (f": {task.status_message}" if task.status_message else "")
-                    )
+                    raise _ended(server, tool, "cancelled", task.status_message)
                 if task.status == "input_required":
                     asked = {
                         key: request
