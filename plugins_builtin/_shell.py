@@ -190,7 +190,7 @@ class Shell:
             spool_bytes=self._limits.spool_bytes,
         )
         started = anyio.current_time()
-        with self._sandbox.call(
+        async with self._sandbox.call(
             network=input.network, hidden=found.hidden, read_only=found.read_only
         ) as confinement:
             returncode, timed_out = await self._run(

@@ -76,3 +76,46 @@ def running(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+@contextlib.asynccontextmanager
+async def call_folders_held(monkeypatch: Any) -> AsyncIterator[list[tuple[str, Path, bool]]]:
+    """While the block runs, making or removing a command's temporary folder (a
+    ``pegboard-call-`` one) waits until the event loop has run a task meanwhile (5 s at
+    most): on the loop's own thread it would wait in vain. Yields what happened, in order:
+    ``(step, folder, whether the loop ran)``.
+    """
+    import shutil
+    import tempfile
+    import threading
+
+    import anyio
+    import anyio.to_thread
+
+    reached, loop_ran = threading.Event(), threading.Event()
+    steps: list[tuple[str, Path, bool]] = []
+
+    def held(name: str, step: Any) -> Any:
+        def wrapper(*arguments: Any, **options: Any) -> Any:
+            done = step(*arguments, **options) if name == "made" else None
+            folder = Path(done if name == "made" else arguments[0])
+            if folder.name.startswith("pegboard-call-"):
+                loop_ran.clear()
+                reached.set()
+                steps.append((name, folder, loop_ran.wait(5)))
+            return done if name == "made" else step(*arguments, **options)
+
+        return wrapper
+
+    async def answer() -> None:
+        while True:
+            if await anyio.to_thread.run_sync(reached.wait, 0.05):
+                reached.clear()
+                loop_ran.set()
+
+    monkeypatch.setattr(tempfile, "mkdtemp", held("made", tempfile.mkdtemp))
+    monkeypatch.setattr(shutil, "rmtree", held("removed", shutil.rmtree))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(answer)
+        yield steps
+        tasks.cancel_scope.cancel()

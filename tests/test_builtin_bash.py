@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from builtin_calls import call, failure, metadata, opened, running, text
+from builtin_calls import call, call_folders_held, failure, metadata, opened, running, text
 
 import pegboard
 from pegboard.plugins_builtin._capture import Capture
@@ -724,3 +724,27 @@ async def test_without_a_subreaper_the_status_pipe_never_holds_the_call(
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
+
+
+async def test_a_commands_folder_is_made_and_removed_off_the_event_loop(
+    location: pegboard.Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command's own temporary folder is made and removed (with all the command left in
+    it) in a worker thread: the event loop runs other tasks meanwhile."""
+    async with call_folders_held(monkeypatch) as steps:
+        outcome = await call(location, "bash", command="echo ran")
+    assert "ran\n\n(exit code 0)" == text(outcome)
+    assert [("made", True), ("removed", True)] == [(step, ran) for step, _, ran in steps]
+    assert not steps[0][1].exists()
+
+
+async def test_a_cancelled_commands_folder_is_removed_too(
+    location: pegboard.Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelling a call still removes its command's temporary folder, off the event loop."""
+    async with call_folders_held(monkeypatch) as steps:
+        with anyio.move_on_after(1):
+            await call(location, "bash", command="sleep 30")
+            raise AssertionError("the call was cancelled")
+    assert [("made", True), ("removed", True)] == [(step, ran) for step, _, ran in steps]
+    assert not steps[0][1].exists()

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from builtin_calls import call_folders_held
 
 import pegboard
 from pegboard.testing import Example, check
@@ -135,6 +136,17 @@ async def test_a_manifest_tool_runs_end_to_end(
     definitions = {d.name: d for d in manifested.prepare().definitions}
     assert "The words tool." == definitions["words"].description
     assert WORDS_OUTPUT == definitions["words"].output_schema
+
+
+async def test_a_commands_folder_is_made_and_removed_off_the_event_loop(
+    manifested: pegboard.Location, context: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command's temporary folder is made and removed in a worker thread: the event
+    loop runs other tasks meanwhile."""
+    async with call_folders_held(monkeypatch) as steps:
+        outcome = await call(manifested, context, "shout", text="hi")
+    assert isinstance(outcome, pegboard.Completed), outcome
+    assert [("made", True), ("removed", True)] == [(step, ran) for step, _, ran in steps]
 
 
 async def test_text_on_stdout_is_the_content(

@@ -8,9 +8,10 @@ Location asks its `Sandbox` (the trusted ``sandbox`` service) for a
 from __future__ import annotations
 
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
-from ._service import Confinement, Sandbox, detect, installation, isolated
+from ._service import CallConfinement, Confinement, Sandbox, detect, installation, isolated
 
 __all__ = (
+    "CallConfinement",
     "Confinement",
     "Mode",
     "Policy",

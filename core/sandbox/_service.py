@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from .._tracing import trace_environment
 from . import _bubblewrap
 from ._policy import Mode, Policy, SandboxInfo, allowed_environment
 
-__all__ = ("Confinement", "Sandbox", "detect", "installation", "isolated")
+__all__ = ("CallConfinement", "Confinement", "Sandbox", "detect", "installation", "isolated")
 
 _MODES = ("auto", "required", "off")
 #: What a program needs of the system to start Python: libraries, loader, locale, time zone.
@@ -217,20 +218,29 @@ class Sandbox:
                 f"here: {self.info.reason}; the command was not run"
             )
 
-    @contextlib.contextmanager
     def call(
         self,
         *,
         network: bool = False,
         hidden: Iterable[Path] = (),
         read_only: Iterable[Path] = (),
-    ) -> Iterator[Confinement]:
+    ) -> CallConfinement:
         """One call's confinement; its temporary folder is removed when the call ends.
 
         ``hidden`` paths are unreadable and ``read_only`` ones unwritable, on top
         of the Location's own ``pegboard.toml`` and pegboard's data. Raises like
         `require` where the host requires a sandbox and none works.
+
+        From async code use ``async with``: the folder is made and removed (with
+        all a command left in it) in a worker thread, so the event loop is never
+        held by the file system. ``with`` does both on the calling thread.
         """
+        return CallConfinement(self._call, network, tuple(hidden), tuple(read_only))
+
+    @contextlib.contextmanager
+    def _call(
+        self, network: bool, hidden: tuple[Path, ...], read_only: tuple[Path, ...]
+    ) -> Iterator[Confinement]:
         self.require()
         import tempfile  # only where a folder is made: start-up stays lean
 
@@ -273,6 +283,48 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.mode}: {self.info.describe()}>"
+
+
+class CallConfinement:
+    """`Sandbox.call`'s confinement, entered with ``with`` or ``async with``."""
+
+    def __init__(
+        self,
+        make: Callable[
+            [bool, tuple[Path, ...], tuple[Path, ...]], contextlib.AbstractContextManager[Any]
+        ],
+        network: bool,
+        hidden: tuple[Path, ...],
+        read_only: tuple[Path, ...],
+    ) -> None:
+        self._make = functools.partial(make, network, hidden, read_only)
+        self._entered: contextlib.AbstractContextManager[Confinement] | None = None
+
+    def __enter__(self) -> Confinement:
+        self._entered = manager = self._make()
+        confinement: Confinement = manager.__enter__()
+        return confinement
+
+    def __exit__(self, *raised: Any) -> bool | None:
+        assert self._entered is not None, "exited before it was entered"
+        manager, self._entered = self._entered, None
+        return manager.__exit__(*raised)
+
+    async def __aenter__(self) -> Confinement:
+        import anyio.to_thread
+
+        confinement: Confinement = await anyio.to_thread.run_sync(self.__enter__)
+        return confinement
+
+    async def __aexit__(self, *raised: Any) -> bool | None:
+        import anyio
+        import anyio.to_thread
+
+        # A cancelled call still removes its folder: the removal is shielded, and
+        # waiting for it is waiting for what the command itself left behind.
+        with anyio.CancelScope(shield=True):
+            suppressed = await anyio.to_thread.run_sync(self.__exit__, *raised)
+        return suppressed
 
 
 @contextlib.contextmanager

@@ -135,7 +135,7 @@ def _tool(
                 )
             )
         data = json.dumps(pegboard.thaw(input)).encode()
-        with sandbox.call(network=spec.network) as confinement:
+        async with sandbox.call(network=spec.network) as confinement:
             finished = await run_command(
                 spec.command, cwd=root, stdin=data, timeout=spec.timeout, confinement=confinement
             )
