@@ -226,6 +226,14 @@ class Search:
     async def grep(
         self, input: GrepInput, context: pegboard.ToolContext
     ) -> pegboard.ToolResponse[None]:
+        for field, value, instead in (
+            ("pattern", input.pattern, r"write it as \x00 to match one"),
+            ("include", input.include, "remove it"),
+        ):
+            if value is not None and "\0" in value:
+                raise pegboard.ToolFailure(
+                    f"{field} holds a NUL character, which grep cannot take; {instead}"
+                )
         include = None if input.include is None else _compile_glob(input.include, "include")
         real = resolve(self._filesystem, input.path)
         shown = self._filesystem.relative(real)

@@ -159,6 +159,11 @@ class Shell:
         command = input.command
         if not command.strip():
             raise pegboard.ToolFailure("the command is empty; give a shell command to run")
+        if "\0" in command:
+            raise pegboard.ToolFailure(
+                "the command holds a NUL character, which no command line can carry; "
+                "remove it (printf '\\0' writes one)"
+            )
         timeout = DEFAULT_TIMEOUT if input.timeout is None else input.timeout
         if not 0 < timeout <= MAX_TIMEOUT:
             raise pegboard.ToolFailure(

@@ -748,3 +748,15 @@ async def test_a_cancelled_commands_folder_is_removed_too(
             raise AssertionError("the call was cancelled")
     assert [("made", True), ("removed", True)] == [(step, ran) for step, _, ran in steps]
     assert not steps[0][1].exists()
+
+
+@pytest.mark.parametrize("command", ["\0", "echo a\0b"])
+async def test_a_nul_character_in_the_command_is_a_failure(
+    location: pegboard.Location, command: str
+) -> None:
+    """A NUL character, which no command line can carry, is the call's failure with what to
+    do, not a defect, though the schema accepts it (and every rule allows the command)."""
+    assert (
+        "the command holds a NUL character, which no command line can carry; remove it "
+        "(printf '\\0' writes one)"
+    ) == failure(await call(location, "bash", command=command))

@@ -819,3 +819,25 @@ async def test_a_ripgrep_config_in_the_environment_is_ignored(
     arguments = {"pattern": "*.txt"} if tool == "glob" else {"pattern": "root"}
     expected = "real.txt" if tool == "glob" else "real.txt:1: root: inside"
     assert expected == text(await call(location, tool, **arguments))
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            {"pattern": "a\0b"},
+            "pattern holds a NUL character, which grep cannot take; write it as \\x00 to match one",
+        ),
+        (
+            {"pattern": "a", "include": "*.py\0"},
+            "include holds a NUL character, which grep cannot take; remove it",
+        ),
+    ],
+    ids=["pattern", "include"],
+)
+async def test_grep_refuses_a_nul_character_as_a_failure(
+    location: pegboard.Location, project: Path, given: dict[str, str], said: str
+) -> None:
+    """A NUL character, which no process argument can carry, is the call's failure with what
+    to do, not a defect, though the schema accepts it."""
+    assert said == failure(await call(location, "grep", **given))

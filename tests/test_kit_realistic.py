@@ -244,3 +244,17 @@ def test_an_http_fetch_plugin_with_progress_passes_with_the_network(
     failed = {result.name: result.describe() for result in refused.failed}
     assert "examples" in failed
     assert "with no network granted" in failed["side_effects"]
+
+
+def test_the_built_in_plugin_passes(tmp_path: Path) -> None:
+    """pegboard's own tools pass the kit from generated inputs alone, in the checks'
+    process as every host runs them: generated paths name no file, so every call of
+    `read` and `edit` failing is expected."""
+    no_file = "generated paths name no file in the empty folder the checks give"
+    report = check(
+        "builtin",
+        trusted=True,
+        expected_failures={"read": no_file, "edit": no_file},
+        directory=tmp_path,
+    )
+    assert report.passed, report.format()
