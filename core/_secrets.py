@@ -74,6 +74,11 @@ class Secrets:
                 raise TypeError(
                     f"secrets=: the value of {name} is a {type(value).__name__}, not a str"
                 )
+            if "\0" in value:
+                raise ValueError(
+                    f"secrets=: the value of {name} holds a NUL character, which no "
+                    "environment variable can carry to a command; pass the secret without it"
+                )
             if len(value) < MIN_SECRET_LENGTH:
                 raise ValueError(
                     f"secrets=: the value of {name} has {len(value)} characters, fewer than "

@@ -477,16 +477,27 @@ def test_law_enforced_authority_an_isolated_process_reads_only_what_it_is_given(
 
 
 @pytest.mark.parametrize(
-    "environment",
-    [{"A=B": "x"}, {"": "x"}, {"NAME": 5}, {3: "x"}],
-    ids=["equals sign", "empty name", "not a string", "name not a string"],
+    ("environment", "error"),
+    [
+        ({"A=B": "x"}, "is not a variable and a string"),
+        ({"": "x"}, "is not a variable and a string"),
+        ({"NAME": 5}, "is not a variable and a string"),
+        ({3: "x"}, "is not a variable and a string"),
+        ({"NAME": "x\0y"}, "holds a NUL character"),
+        ({"NA\0ME": "x"}, "holds a NUL character"),
+    ],
+    ids=["equals sign", "empty name", "not a string", "name not a string", "NUL", "NUL name"],
 )
 async def test_what_the_host_passes_to_commands_is_checked(
-    host: pegboard.Host, workspace: Path, storage_dir: Path, environment: dict[Any, Any]
+    host: pegboard.Host,
+    workspace: Path,
+    storage_dir: Path,
+    environment: dict[Any, Any],
+    error: str,
 ) -> None:
     """environment= takes variables and strings only: anything else is a clear error when
     the Location opens, never a command started with a broken environment."""
-    with pytest.raises(pegboard.ConfigError, match="is not a variable and a string"):
+    with pytest.raises(pegboard.ConfigError, match=error):
         async with host.location(workspace, storage=storage_dir, environment=environment):
             pass
 

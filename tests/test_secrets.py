@@ -435,6 +435,7 @@ async def test_a_config_deny_narrows_a_granted_secret(
         ({"TOKEN": "short"}, "the value of TOKEN has 5 characters, fewer than 8"),
         ({"NOT A NAME": TOKEN}, "'NOT A NAME' is not a valid name"),
         ({"TOKEN": 12345678}, "the value of TOKEN is a int, not a str"),
+        ({"TOKEN": TOKEN + "\0"}, "the value of TOKEN holds a NUL character"),
         (["TOKEN"], "secrets= takes a mapping of names to values, got list"),
     ],
 )

@@ -173,6 +173,11 @@ class Sandbox:
         for name, value in self.environment.items():
             if not isinstance(name, str) or not isinstance(value, str) or "=" in name or not name:
                 raise ValueError(f"environment: {name!r}={value!r} is not a variable and a string")
+            if "\0" in name + value:
+                raise ValueError(
+                    f"environment: {name!r}={value!r} holds a NUL character, which no "
+                    "environment variable can carry; remove it"
+                )
         #: The host's secrets its rules grant to commands, as environment variables.
         self._secrets = dict(secrets or {})
         self._visible = tuple(visible)
