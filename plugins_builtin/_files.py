@@ -198,8 +198,8 @@ class Files:
             directory=False,
             metadata={"tool": "write", "path": shown, "content": input.content},
         )
-        existed = await anyio.Path(real).exists()
         try:
+            existed = await anyio.Path(real).exists()
             await self._filesystem.write_bytes(real, data)
         except OSError as error:
             raise failure(error, input.path, self._filesystem) from None

@@ -261,7 +261,12 @@ async def run(
                 pass_fds=(cwd,) if linux else (),
             )
 
-        process = await anyio.to_thread.run_sync(start)
+        try:
+            process = await anyio.to_thread.run_sync(start)
+        except OSError as error:  # the system's limits on a command line, say
+            raise pegboard.ToolFailure(
+                f"cannot start rg: {error.strerror or error}; shorten the pattern or the path"
+            ) from None
         pump = _Pump(process, separator, consume)
         try:
             # On cancellation the thread is left behind, rg is killed below,

@@ -36,6 +36,9 @@ GLOB_LIMIT = 500
 GREP_LIMIT = 200
 #: Characters of one matching line grep shows.
 GREP_LINE_CHARACTERS = 300
+#: Bytes of a pattern (or include) grep takes: well under the 128 KiB the system
+#: allows one argument of a command line.
+MAX_PATTERN = 65_536
 # Escaped bytes of an overlong line decoded for its start: enough for the
 # characters shown, whatever their escapes.
 _LONG_PREFIX = GREP_LINE_CHARACTERS * 12
@@ -226,13 +229,20 @@ class Search:
     async def grep(
         self, input: GrepInput, context: pegboard.ToolContext
     ) -> pegboard.ToolResponse[None]:
-        for field, value, instead in (
-            ("pattern", input.pattern, r"write it as \x00 to match one"),
-            ("include", input.include, "remove it"),
+        for field, value, instead, shorter in (
+            ("pattern", input.pattern, r"write it as \x00 to match one", "search for part of it"),
+            ("include", input.include, "remove it", "give a shorter glob"),
         ):
-            if value is not None and "\0" in value:
+            if value is None:
+                continue
+            if "\0" in value:
                 raise pegboard.ToolFailure(
                     f"{field} holds a NUL character, which grep cannot take; {instead}"
+                )
+            size = len(value.encode("utf-8", "surrogatepass"))
+            if size > MAX_PATTERN:
+                raise pegboard.ToolFailure(
+                    f"{field} is {size:,} bytes long; grep takes at most {MAX_PATTERN:,}: {shorter}"
                 )
         include = None if input.include is None else _compile_glob(input.include, "include")
         real = resolve(self._filesystem, input.path)

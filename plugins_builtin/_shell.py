@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import select
@@ -322,8 +323,13 @@ class Shell:
                     start_new_session=True,  # a process group to kill as one
                 )
             except OSError as error:
+                hint = (
+                    "; write a long script to a file (the write tool) and run that file"
+                    if error.errno == errno.E2BIG
+                    else ""
+                )
                 raise pegboard.ToolFailure(
-                    f"cannot start {self.program}: {error.strerror or error}"
+                    f"cannot start {self.program}: {error.strerror or error}{hint}"
                 ) from None
             finally:
                 os.close(writer)  # the output ends when the group's last writer does

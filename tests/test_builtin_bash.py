@@ -760,3 +760,15 @@ async def test_a_nul_character_in_the_command_is_a_failure(
         "the command holds a NUL character, which no command line can carry; remove it "
         "(printf '\\0' writes one)"
     ) == failure(await call(location, "bash", command=command))
+
+
+async def test_a_command_past_the_systems_limit_is_a_failure_that_says_what_to_do(
+    location: pegboard.Location,
+) -> None:
+    """A command line longer than the system lets one argument be (128 KiB on Linux) is
+    the call's failure, naming the way around it."""
+    said = failure(await call(location, "bash", command="echo " + "a" * 200_000))
+    assert said.startswith("cannot start ")
+    assert said.endswith(
+        ": Argument list too long; write a long script to a file (the write tool) and run that file"
+    )

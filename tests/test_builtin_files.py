@@ -317,3 +317,14 @@ async def test_edit_of_a_missing_file_says_so(location: pegboard.Location) -> No
     """Editing a file that does not exist fails clearly."""
     outcome = await call(location, "edit", path="nope.py", old_string="a", new_string="b")
     assert "'nope.py' does not exist" in failure(outcome)
+
+
+@pytest.mark.parametrize("path", ["a" * 300, "q/" * 3000 + "x"], ids=["name", "path"])
+async def test_write_to_a_name_too_long_for_the_system_is_a_failure(
+    location: pegboard.Location, path: str
+) -> None:
+    """A file name or path longer than the system allows is the call's failure, not a
+    defect."""
+    assert failure(await call(location, "write", path=path, content="x")).endswith(
+        ": File name too long"
+    )

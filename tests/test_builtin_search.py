@@ -832,12 +832,20 @@ async def test_a_ripgrep_config_in_the_environment_is_ignored(
             {"pattern": "a", "include": "*.py\0"},
             "include holds a NUL character, which grep cannot take; remove it",
         ),
+        (
+            {"pattern": "a" * 200_000},
+            "pattern is 200,000 bytes long; grep takes at most 65,536: search for part of it",
+        ),
+        (
+            {"pattern": "a", "include": "*" * 70_000},
+            "include is 70,000 bytes long; grep takes at most 65,536: give a shorter glob",
+        ),
     ],
-    ids=["pattern", "include"],
+    ids=["pattern", "include", "long pattern", "long include"],
 )
-async def test_grep_refuses_a_nul_character_as_a_failure(
+async def test_grep_refuses_what_no_command_line_can_carry_as_a_failure(
     location: pegboard.Location, project: Path, given: dict[str, str], said: str
 ) -> None:
-    """A NUL character, which no process argument can carry, is the call's failure with what
-    to do, not a defect, though the schema accepts it."""
+    """A NUL character, which no process argument can carry, or a pattern past what one
+    can, is the call's failure with what to do, not a defect, though the schema accepts it."""
     assert said == failure(await call(location, "grep", **given))
