@@ -49,8 +49,17 @@ def _strict_int(value: Any, _: type) -> int:
 
 
 def _strict_float(value: Any, _: type) -> float:
-    if type(value) is float or type(value) is int:
-        return float(value)
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            digits = int(value.bit_length() * 0.30103) + 1
+            raise ValueError(
+                f"expected a number, got an integer of about {digits:,} digits, beyond the "
+                "largest a number holds (about 1.8e308)"
+            ) from None
     raise TypeError(f"expected a number, got {json_type(value)}")
 
 

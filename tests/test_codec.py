@@ -655,3 +655,18 @@ def test_messages_name_json_types_of_frozen_json_and_subclasses() -> None:
         "object", "object", "array", "array", "string", "boolean", "integer", "number", "null",
         "bytes",
     ] == [json_type(value) for value in values]  # fmt: skip
+
+
+@pytest.mark.parametrize("big", [10**400, -(10**1000)], ids=["400 digits", "negative"])
+def test_an_integer_beyond_a_float_is_invalid_input_where_a_number_is_wanted(big: int) -> None:
+    """A JSON integer too large for a float, where the class wants a float, is invalid input
+    naming the field, not an OverflowError out of the codec."""
+
+    @attrs.frozen
+    class Wait:
+        seconds: float
+
+    with pytest.raises(pegboard.CodecError) as raised:
+        pegboard.AttrsCodec(Wait).decode({"seconds": big})
+    assert "$.seconds" == raised.value.path
+    assert "beyond the largest a number holds (about 1.8e308)" in str(raised.value)
