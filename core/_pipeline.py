@@ -317,21 +317,30 @@ class Pipeline:
             reason = value.reason
         elif not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
-        # Read once, into a plain copy that is measured and kept: a Mapping that
-        # answers differently when read again cannot slip past the bound.
-        elif (problem := find_problem(plain := thaw(value), max_depth=MAX_DEPTH)) is not None:
-            reason = f"it is not plain JSON: {problem}"
         else:
+            # Read once, into a plain copy that is measured and kept: a Mapping that
+            # answers differently when read again cannot slip past the bound.
             try:
-                size = len(orjson.dumps(plain))
-            except orjson.JSONEncodeError as error:
-                # Host UIs read metadata as ordinary JSON numbers.
-                reason = f"{error}; send integers beyond 64 bits as strings"
+                plain = thaw(value, max_depth=MAX_DEPTH)
+            except CodecError as error:  # nested too deep, or holds itself
+                problem: CodecError | None = error
             else:
-                if size <= self.limits.max_metadata_bytes:
-                    kept: Mapping[str, Any] = freeze(plain)
-                    return kept
-                reason = f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
+                problem = find_problem(plain, max_depth=MAX_DEPTH)
+            if problem is not None:
+                reason = f"it is not plain JSON: {problem}"
+            else:
+                try:
+                    size = len(orjson.dumps(plain))
+                except orjson.JSONEncodeError as error:
+                    # Host UIs read metadata as ordinary JSON numbers.
+                    reason = f"{error}; send integers beyond 64 bits as strings"
+                else:
+                    if size <= self.limits.max_metadata_bytes:
+                        kept: Mapping[str, Any] = freeze(plain)
+                        return kept
+                    reason = (
+                        f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
+                    )
         logger.warning(
             "dropped %s from tool %r (call %s): %s", what, name, identity.call_id, reason
         )

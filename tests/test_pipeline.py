@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -423,6 +424,19 @@ async def test_law_metadata_opt_in(location: pegboard.Location, context: Context
     assert outcome.metadata is None
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def _holding_itself() -> dict[str, Any]:
+    value: dict[str, Any] = {"name": "loop"}
+    value["self"] = value
+    return value
+
+
 @pytest.mark.parametrize(
     ("metadata", "reason"),
     [
@@ -430,7 +444,11 @@ async def test_law_metadata_opt_in(location: pegboard.Location, context: Context
         ({"x": float("nan")}, "not plain JSON"),
         ({"x": object()}, "not plain JSON"),
         ({"blob": "x" * 20_000}, "over the 16,384 limit"),
+        (_nested(5000), "value nests deeper than 64 levels"),
+        (MappingProxyType(_nested(5000)), "value nests deeper than 64 levels"),
+        (_holding_itself(), "value nests deeper than 64 levels"),
     ],
+    ids=["list", "NaN", "object", "oversized", "deep", "deep mapping", "holds itself"],
 )
 async def test_bad_metadata_is_dropped_with_a_warning(
     location: pegboard.Location,
