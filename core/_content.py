@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Literal, TypeAlias
 
 import attrs
@@ -160,12 +160,21 @@ def normalize_content(content: object) -> tuple[ContentItem, ...]:
                 item = Text(item)
             elif not isinstance(item, _ITEM_TYPES):
                 raise TypeError(
-                    f"content[{index}] is a {type(item).__name__}; content items are str, "
+                    f"content[{index}] is {_kind(item)}; content items are str, "
                     "Text, Image, Audio, ResourceLink or EmbeddedResource"
                 )
             if not (isinstance(item, Text) and not item.text):
                 items.append(item)
         return tuple(items)
     raise TypeError(
-        f"content is a {type(content).__name__}; give a str, a content item, or a sequence of them"
+        f"content is {_kind(content)}; give a str, a content item, or a sequence of them"
     )
+
+
+def _kind(value: object) -> str:
+    """What ``value`` is, for a message: "an int", "a coroutine (an await is missing)"."""
+    if isinstance(value, Coroutine):
+        value.close()  # it will never be awaited: closed, it warns no one at exit
+        return "a coroutine (an await is missing where the tool returns it)"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

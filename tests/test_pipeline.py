@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -291,7 +292,7 @@ async def test_output_without_content_is_serialized_once(
         (pegboard.ToolResponse(output=AddOutput("3")), "$.total: expected integer"),  # type: ignore[arg-type]
         (
             pegboard.ToolResponse(output=AddOutput(3), content=42),
-            "content is a int",
+            "content is an int",
         ),
     ],
 )
@@ -309,6 +310,32 @@ async def test_invalid_output_never_becomes_a_success(
     assert isinstance(outcome, pegboard.Failed)
     assert outcome.error.kind == "invalid_output"
     assert message in outcome.error.message
+
+
+async def test_a_coroutine_returned_unawaited_is_invalid_output_and_closed(
+    location: pegboard.Location, context: Context
+) -> None:
+    """A tool that returns a coroutine instead of awaiting it fails as invalid_output saying
+    so, and the coroutine is closed (it will never run, and warns no one at exit)."""
+    returned = []
+
+    async def later() -> str:
+        return "too late"
+
+    @pegboard.tool(description="Forgets to await.")
+    async def forgetful(input: Any, ctx: pegboard.ToolContext) -> Any:
+        returned.append(later())
+        return returned[-1]
+
+    location.tools.register({"forgetful": forgetful})
+    outcome = await call(location, "forgetful", "{}", context())
+    assert isinstance(outcome, pegboard.Failed)
+    assert ("invalid_output", True) == (
+        outcome.error.kind,
+        "content is a coroutine (an await is missing where the tool returns it)"
+        in outcome.error.message,
+    )
+    assert "CORO_CLOSED" == inspect.getcoroutinestate(returned[0])
 
 
 async def test_the_first_output_of_a_new_class_is_checked_like_any_later_one(
