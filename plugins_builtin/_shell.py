@@ -62,6 +62,16 @@ class Limits:
     progress_seconds: float = 0.5
     #: How much of the output's tail a progress report carries.
     progress_bytes: int = 4096
+    #: How many commands of one Location run at once; the others wait their turn.
+    running: int = attrs.field(factory=lambda: _running_default())
+
+
+def _running_default() -> int:
+    """A share of the process's file descriptors: each command holds about eight."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 64 if soft == resource.RLIM_INFINITY else max(4, min(256, soft // 32))
 
 
 @attrs.frozen
@@ -119,6 +129,8 @@ class Shell:
         self._spool_dir = spool_dir
         self._limits = limits or Limits()
         self.program = shutil.which("bash") or "/bin/sh"
+        #: Commands beyond `Limits.running` wait here for one to end.
+        self._slots = anyio.Semaphore(self._limits.running)
         #: The process groups of the commands running now, with their confinement.
         self._running: dict[int, pegboard.Confinement] = {}
 
@@ -195,13 +207,22 @@ class Shell:
             tail_bytes=self._limits.tail_bytes,
             spool_bytes=self._limits.spool_bytes,
         )
-        started = anyio.current_time()
-        async with self._sandbox.call(
-            network=input.network, hidden=found.hidden, read_only=found.read_only
-        ) as confinement:
-            returncode, timed_out = await self._run(
-                command, workdir, timeout, capture, context, confinement
-            )
+        async with self._slots:
+            started = anyio.current_time()
+            try:
+                async with self._sandbox.call(
+                    network=input.network, hidden=found.hidden, read_only=found.read_only
+                ) as confinement:
+                    returncode, timed_out = await self._run(
+                        command, workdir, timeout, capture, context, confinement
+                    )
+            except OSError as error:
+                if error.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                raise pegboard.ToolFailure(
+                    "the command could not start: the host has too many files open "
+                    f"({error.strerror}); run fewer commands at once, or try again"
+                ) from None
         return _response(
             capture,
             returncode,
@@ -305,9 +326,14 @@ class Shell:
         when this returns or raises; cancellation propagates.
         """
         reader, writer = os.pipe()
-        # The subreaper writes the command's wait status here: inside a PID
-        # namespace it cannot die of the command's signal, so bwrap cannot tell.
-        status_reader, status_writer = os.pipe()
+        try:
+            # The subreaper writes the command's wait status here: inside a PID
+            # namespace it cannot die of the command's signal, so bwrap cannot tell.
+            status_reader, status_writer = os.pipe()
+        except OSError:  # out of descriptors: the first pair goes back
+            os.close(reader)
+            os.close(writer)
+            raise
         try:
             _widen(writer)
             os.set_blocking(reader, False)

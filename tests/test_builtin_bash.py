@@ -772,3 +772,47 @@ async def test_a_command_past_the_systems_limit_is_a_failure_that_says_what_to_d
     assert said.endswith(
         ": Argument list too long; write a long script to a file (the write tool) and run that file"
     )
+
+
+async def test_a_locations_commands_beyond_its_slots_wait_their_turn(
+    host: pegboard.Host, workspace: Path, storage_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most `Limits.running` commands of one Location run at once (two here, a share of
+    the process's file descriptors by default): the others wait their turn, and all
+    complete."""
+    from pegboard.plugins_builtin import _shell
+
+    monkeypatch.setattr(_shell, "_running_default", lambda: 2)
+    command = "echo start >> log.txt; sleep 0.3; echo end >> log.txt"
+    outcomes: list[pegboard.Outcome] = []
+
+    async def run(index: int) -> None:
+        outcomes.append(await call(location, "bash", context(), command=command))
+
+    async with opened(host, workspace, storage_dir) as location, anyio.create_task_group() as tasks:
+        for index in range(6):
+            tasks.start_soon(run, index)
+    assert all(isinstance(outcome, pegboard.Completed) for outcome in outcomes), outcomes
+    running, most = 0, 0
+    for line in (workspace / "log.txt").read_text().split():
+        running += 1 if line == "start" else -1
+        most = max(most, running)
+    assert (6, 2) == (len(outcomes), most)
+
+
+async def test_a_host_out_of_file_descriptors_is_a_failure_to_try_again(
+    location: pegboard.Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that cannot start because the process has no file descriptors left is the
+    call's failure saying so, not a defect."""
+    import errno
+
+    def exhausted() -> tuple[int, int]:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", exhausted)
+    said = failure(await call(location, "bash", command="echo hi"))
+    assert said == (
+        "the command could not start: the host has too many files open (Too many open "
+        "files); run fewer commands at once, or try again"
+    )
