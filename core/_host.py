@@ -185,6 +185,13 @@ class Host:
         known = Secrets.of(secrets)
         if trace_content is not None and not isinstance(trace_content, bool):
             raise TypeError(f"trace_content takes True, False or None, got {trace_content!r}")
+        if not os.fspath(root):
+            # Path("") is the current folder: an unset variable must not open it.
+            raise NotADirectoryError(
+                "a Location's root is an empty path; give a folder ('.' for the current one)"
+            )
+        if "\0" in os.fspath(root):
+            raise NotADirectoryError(f"a Location's root holds a NUL character: {root!r}")
         resolved, config = await anyio.to_thread.run_sync(_root_and_config, Path(root))
         specs = self._enabled(plugins, config, resolved)
         if limits is None:

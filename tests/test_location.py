@@ -150,3 +150,23 @@ async def test_snapshots_follow_every_change_across_many_changes(tmp_path: Path)
         for request, expected in captured:
             assert expected == dict(request._tools.items())
             assert sorted(expected) == [d.name for d in request.definitions]
+
+
+@pytest.mark.parametrize(
+    ("root", "said"),
+    [
+        ("", "a Location's root is an empty path; give a folder ('.' for the current one)"),
+        ("a\0b", "a Location's root holds a NUL character: 'a\\x00b'"),
+        ("no/such/folder", "a Location's root must be a directory: no/such/folder"),
+    ],
+    ids=["empty", "NUL", "missing"],
+)
+async def test_a_root_that_names_no_folder_is_refused_naming_why(
+    host: pegboard.Host, root: str, said: str
+) -> None:
+    """An empty root (an unset variable, say) never opens the current folder, where the
+    Location's commands could write: it is refused, as is a root that names no folder."""
+    with pytest.raises(NotADirectoryError) as raised:
+        async with host.location(root, plugins=[]):
+            raise AssertionError("the Location opened")
+    assert said == str(raised.value)
