@@ -62,7 +62,15 @@ def default_storage_directory() -> Path:
 
 
 def _as_path(value: str | os.PathLike[str] | None) -> Path:
-    return default_storage_directory() if value is None else Path(value)
+    if value is None:
+        return default_storage_directory()
+    if not os.fspath(value):
+        # Path("") is the current folder: an unset variable must not put storage there.
+        raise ValueError(
+            "managed storage directory is an empty path; give a folder, or None for the "
+            "per-user default"
+        )
+    return Path(value)
 
 
 def _nameable(_: object, __: attrs.Attribute[Path], value: Path) -> None:

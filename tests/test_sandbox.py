@@ -57,6 +57,16 @@ async def test_a_bad_choice_is_a_clear_error(
             pass
 
 
+async def test_law_host_authority_an_empty_writable_path_grants_no_folder(
+    host: pegboard.Host, workspace: Path, storage_dir: Path
+) -> None:
+    """An empty path in writable= (an unset variable, say) would name the current folder:
+    it is refused, never made writable to commands."""
+    with pytest.raises(pegboard.ConfigError, match="writable: an empty path names no folder"):
+        async with host.location(workspace, storage=storage_dir, writable=[""]):
+            raise AssertionError("the Location opened")
+
+
 async def test_law_host_authority_a_location_cannot_turn_the_sandbox_off(
     host: pegboard.Host, workspace: Path, storage_dir: Path
 ) -> None:

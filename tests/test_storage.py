@@ -648,3 +648,13 @@ async def test_a_process_lists_an_area_at_most_once_per_fraction_of_the_retentio
     assert 1 == await storage.prune()
     assert not later.exists()
     assert 3 == len(listed)
+
+
+async def test_an_empty_storage_path_is_refused_not_the_current_folder(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """storage="" (an unset variable, say) would put managed files in the current folder:
+    it is refused with what to give instead."""
+    with pytest.raises(ValueError, match="managed storage directory is an empty path"):
+        async with host.location(workspace, plugins=[], storage=""):
+            raise AssertionError("the Location opened")

@@ -348,6 +348,9 @@ def _rules_file(tmpdir: Path) -> Path:
 
 
 def _folder(path: str | os.PathLike[str]) -> Path:
+    if not os.fspath(path):
+        # realpath("") is the current folder: an unset variable must not make it writable.
+        raise ValueError("writable: an empty path names no folder; give folders by name")
     real = Path(os.path.realpath(path))
     if not real.is_dir():
         raise ValueError(f"writable: {os.fspath(path)!r} is not a folder; name existing folders")
