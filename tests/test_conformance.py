@@ -817,6 +817,44 @@ def test_a_clock_tool_is_not_taken_for_shared_state(tmp_path: Path) -> None:
     assert report.passed, report.format()
 
 
+class LinksIntoItsLocation:
+    """Answers with a link to, and the text of, a file in its own Location, made now."""
+
+    @hookimpl
+    def activate_location(self, tools: pegboard.Tools, location: pegboard.LocationInfo) -> None:
+        import datetime
+
+        root = location.root
+
+        async def report(input: NoteInput, context: pegboard.ToolContext) -> Any:
+            await anyio.sleep(0.002)
+            made = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
+            return [
+                pegboard.ResourceLink(uri=(root / "report.txt").as_uri(), name="report.txt"),
+                pegboard.EmbeddedResource(
+                    uri=(root / "report.txt").as_uri(), text=f"{input.text}, made at {made}"
+                ),
+            ]
+
+        tools.register(
+            {"report": pegboard.tool(description="Report.", execute=report, input=NoteInput)},
+            namespace="notes",
+        )
+
+
+def test_links_and_resources_into_the_location_are_not_taken_for_shared_state(
+    tmp_path: Path,
+) -> None:
+    """A resource link or embedded resource naming a file of its own Location, or a time,
+    differs between two Locations only by their roots and the clock: isolation masks them
+    in every content item, as it does in text."""
+    example = Example(tool="notes_report", input={"text": "x"})
+    report = check(
+        LinksIntoItsLocation(), examples=[example], only=["isolation"], directory=tmp_path
+    )
+    assert report.passed, report.format()
+
+
 class RegistersInTheBackground(Good):
     """Keeps re-registering from a bare asyncio task that nothing ever cancels."""
 

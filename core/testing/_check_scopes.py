@@ -339,8 +339,9 @@ class _Mask:
         return value
 
     def content(self, items: Sequence[pegboard.ContentItem]) -> list[str]:
+        # Every item is masked: a link or a resource names files of its own Location.
         return [
-            self.text(item.text) if isinstance(item, pegboard.Text) else repr(item)
+            self.text(item.text if isinstance(item, pegboard.Text) else repr(item))
             for item in items
         ]
 
