@@ -800,3 +800,21 @@ async def test_a_failing_elicit_handler_is_an_error_to_the_server_and_stays_in_t
     )
     assert ["its question 'Proceed?' could not be asked"] == call.refused
     assert "token file /etc/secret unreadable" in caplog.records[-1].getMessage()
+
+
+async def test_an_answer_mcp_does_not_allow_fails_the_call_naming_what_was_wrong(
+    host: pegboard.Host, workspace: Path
+) -> None:
+    """A server whose answer to a call is no CallToolResult fails that call, saying where
+    and why its answer was refused; the host sees no exception."""
+    peer = str(Path(__file__).with_name("mcp_raw_peer.py"))
+    async with mounted(host, workspace, {"raw": {"command": [sys.executable, peer]}}) as location:
+        assert () == location.plugin_errors
+        outcome = await location.prepare().execute(
+            pegboard.ToolCall("raw_broken", {}, context())
+        )
+    assert isinstance(outcome, pegboard.Failed)
+    assert (
+        "the MCP server 'raw' answered 'broken' with a result MCP does not allow: content: "
+        "Input should be a valid list"
+    ) == outcome.error.message

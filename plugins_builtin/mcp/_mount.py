@@ -539,6 +539,11 @@ class Mount:
             raise pegboard.ToolFailure(
                 f"the MCP server {self.name!r} returned invalid output from {tool!r}: {error}"
             ) from None
+        except ValueError as error:  # the SDK's models refused the answer (pydantic's error)
+            raise pegboard.ToolFailure(
+                f"the MCP server {self.name!r} answered {tool!r} with a result MCP does not "
+                f"allow: {_refused(error)}"
+            ) from None
         finally:
             self._calls.remove(call)
         if result.is_error:
@@ -682,6 +687,16 @@ def _closed(error: BaseException) -> bool:
     if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         return _closed(error.exceptions[0])
     return isinstance(error, MCPError) and error.error.code == types.CONNECTION_CLOSED
+
+
+def _refused(error: ValueError) -> str:
+    """Where and why the SDK's models refused a message, in one line."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the result"
+        return f"{where}: {first.get('msg', error)}"
+    return str(error).splitlines()[0]
 
 
 def _why(error: BaseException) -> str:
