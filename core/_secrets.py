@@ -253,16 +253,21 @@ class _RedactingFilter(logging.Filter):
 
 _FILTER = _RedactingFilter()
 
+#: Every logger pegboard writes to. A logger's filter sees only the records logged
+#: on that logger itself, not those its children pass up, so each has the filter.
+LOGGERS = ("pegboard", "pegboard.mcp")
+
 
 @contextlib.contextmanager
 def redacting_logs(secrets: Secrets) -> Iterator[None]:
-    """While open, the ``pegboard`` logger's records never hold a value of ``secrets``."""
+    """While open, the records of pegboard's loggers never hold a value of ``secrets``."""
     if not secrets:
         yield
         return
-    logger = logging.getLogger("pegboard")
-    if _FILTER not in logger.filters:
-        logger.addFilter(_FILTER)
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
     _FILTER.live.append(secrets)
     try:
         yield

@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import urllib.parse
@@ -534,6 +535,7 @@ def test_pegboard_call_prints_no_secret(tmp_path: Path) -> None:
 
 ENVIRONMENT_PLUGIN = """
 import os
+import re
 
 import pegboard
 
@@ -616,3 +618,57 @@ async def test_a_tools_log_messages_hold_no_secret(
         )
     ] == received
     assert [] == leaks(json.dumps(attrs.asdict(record)) for record in received)
+
+
+async def test_the_mcp_servers_log_holds_no_secret(
+    host: pegboard.Host, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool that raises with a value in `pegboard serve`: the client gets a fixed message,
+    and the log record of the defect (on the `pegboard.mcp` logger) is redacted, traceback too.
+    """
+
+    async def crashes(input: Any, context: pegboard.ToolContext) -> str:
+        try:
+            raise KeyError(DATABASE)
+        except KeyError as error:
+            raise RuntimeError(f"bug near {TOKEN}") from error
+
+    host.tools.register(
+        {"crashes": pegboard.tool(description="Crash.", input=SCHEMA, execute=crashes)}
+    )
+    caplog.set_level(logging.DEBUG, logger="pegboard")
+    async with (
+        host.location(workspace, plugins=[], secrets=SECRETS) as location,
+        Client(pegboard.mcp.build_server(location)) as client,
+    ):
+        with pytest.raises(Exception, match="internal error") as error:
+            await client.call_tool("crashes", {})
+    records = [record for record in caplog.records if record.name == "pegboard.mcp"]
+    assert records, "the defect is logged on the pegboard.mcp logger"
+    shown = [logging.Formatter().format(record) for record in records]
+    assert [] == leaks([*shown, str(error.value)])
+    assert any("bug near [secret TOKEN]" in text for text in shown)
+    assert any("KeyError: '[secret DATABASE_URL]'" in text for text in shown)
+
+
+def test_every_logger_pegboard_writes_to_is_redacted() -> None:
+    """Each logger name in pegboard's sources redacts: a logger's filter does not see the
+    records of its children, so a new ``pegboard.x`` logger must be listed too.
+    """
+    from pegboard._secrets import LOGGERS
+
+    root = Path(__file__).resolve().parent.parent
+    named = {
+        match
+        for folder in ("core", "plugins_builtin")
+        for path in (root / folder).rglob("*.py")
+        for match in re.findall(r"getLogger\(\s*[\"']([^\"']+)[\"']", path.read_text())
+    }
+    assert {"pegboard", "pegboard.mcp"} <= named
+    assert set() == named - set(LOGGERS)
+    secrets = pegboard.Secrets({"TOKEN": TOKEN})
+    with pegboard._secrets.redacting_logs(secrets):
+        for name in LOGGERS:
+            record = logging.LogRecord(name, logging.ERROR, __file__, 1, "%s", (TOKEN,), None)
+            logging.getLogger(name).filter(record)
+            assert "[secret TOKEN]" == record.getMessage(), name
