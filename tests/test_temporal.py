@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
@@ -17,7 +18,9 @@ from typing import Any
 
 import anyio
 import pytest
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
@@ -388,6 +391,67 @@ async def test_a_malformed_call_or_a_journal_conflict_is_not_retried(tmp_path: P
         assert conflict.value.non_retryable
         assert "JournalConflict" == conflict.value.type
     journal.close()
+
+
+TOKEN = "ghp_4e1Xq9ZpT0k3nW7sLr2Yv8Bd"
+
+
+@contextlib.asynccontextmanager
+async def secret_location(tmp_path: Path) -> AsyncIterator[pegboard.Location]:
+    """A Location with a secret, whose tools raise with it in the message or a cause."""
+
+    async def leaks(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        try:
+            raise KeyError(f"looked up {TOKEN}")
+        except KeyError as error:
+            raise RuntimeError(f"bug near {TOKEN}") from error
+
+    async def hides(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        raise LookupError(f"nothing at {base64.b64encode(TOKEN.encode()).decode()}")
+
+    async def plain(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        raise LookupError("nothing secret")
+
+    async with pegboard.Host().location(tmp_path, plugins=[], secrets={"TOKEN": TOKEN}) as location:
+        schema = {"type": "object"}
+        location.tools.register(
+            {
+                name: pegboard.tool(description="Raise.", input=schema, execute=execute)
+                for name, execute in (("leaks", leaks), ("hides", hides), ("plain", plain))
+            }
+        )
+        yield location
+
+
+@pytest.mark.anyio
+async def test_a_defect_holding_a_secret_reaches_temporal_redacted(tmp_path: Path) -> None:
+    """Temporal keeps an activity's error (message, causes, tracebacks) in the workflow's
+    history: a defect whose text holds a secret is sent redacted, and is still retried.
+    """
+    converter = DataConverter.default
+    async with ToolActivities(lambda: secret_location(tmp_path)) as tools:
+        (activity,) = tools.activities
+        sent: dict[str, str] = {}
+        raised: dict[str, BaseException] = {}
+        for name in ("leaks", "hides", "plain"):
+            call = pegboard.ToolCall(name, "{}", context())
+            with pytest.raises(Exception) as error:  # noqa: PT011 - each kind checked below
+                await ActivityEnvironment().run(activity, call_payload(call))
+            failure = Failure()
+            failures, payloads = converter.failure_converter, converter.payload_converter
+            failures.to_failure(error.value, payloads, failure)
+            sent[name], raised[name] = str(failure), error.value
+    encoded = base64.b64encode(TOKEN.encode()).decode()
+    assert [] == [name for name, text in sent.items() if TOKEN in text or encoded in text]
+    leaked = raised["leaks"]
+    assert isinstance(leaked, ApplicationError)
+    assert not leaked.non_retryable
+    assert "RuntimeError" == leaked.type
+    assert "bug near [secret TOKEN]" == leaked.message
+    assert "KeyError: 'looked up [secret TOKEN]'" in leaked.details[0]
+    assert "nothing at [secret TOKEN]" in sent["hides"]
+    # With nothing to redact, the exception goes to Temporal as the tool raised it.
+    assert isinstance(raised["plain"], LookupError)
 
 
 @pytest.mark.anyio

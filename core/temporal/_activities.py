@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -143,7 +144,20 @@ class ToolActivities:
             # Neither comes right by retrying: a runner's bug, or the host's rules.
             if isinstance(raised, pegboard.JournalConflict | pegboard.PermissionRejected):
                 raise ApplicationError(
-                    str(raised), type=type(raised).__name__, non_retryable=True
-                ) from raised
+                    location.redact(str(raised)), type=type(raised).__name__, non_retryable=True
+                ) from None
+            told = "".join(traceback.format_exception(raised))
+            redacted = location.redact(told)
+            if redacted != told:
+                # Temporal keeps an activity's error, its causes and their tracebacks in
+                # the workflow's history: one that holds a secret goes there redacted.
+                raise ApplicationError(
+                    location.redact(str(raised)), redacted, type=_qualified(type(raised))
+                ) from None
             raise raised
         return pegboard.dump_outcome(outcomes[0])
+
+
+def _qualified(kind: type[BaseException]) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
