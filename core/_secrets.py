@@ -136,13 +136,26 @@ class Secrets:
         return data
 
     def redact_json(self, value: Any) -> Any:
-        """Plain JSON with every string in it redacted, keys too, at any depth."""
+        """Plain JSON with every string in it redacted, keys too, at any depth.
+
+        A number whose digits hold a value (an account number, say) becomes the
+        redacted text of it, a string.
+        """
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
             return {self.redact(str(key)): self.redact_json(item) for key, item in value.items()}
         if isinstance(value, list | tuple):  # FrozenList too
             return [self.redact_json(item) for item in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                digits = repr(value)
+            except ValueError:  # an integer past Python's limit on digits to convert
+                return value
+            if len(digits) >= MIN_SECRET_LENGTH:
+                shown = self.redact(digits)
+                if shown != digits:
+                    return shown
         return value
 
     def leaks(self, value: Any) -> bool:

@@ -672,3 +672,39 @@ def test_every_logger_pegboard_writes_to_is_redacted() -> None:
             record = logging.LogRecord(name, logging.ERROR, __file__, 1, "%s", (TOKEN,), None)
             logging.getLogger(name).filter(record)
             assert "[secret TOKEN]" == record.getMessage(), name
+
+
+async def test_a_secret_of_digits_is_redacted_from_numbers_too(
+    workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """An account number as a secret, returned as a JSON number in the output or metadata:
+    it becomes the redacted text; numbers that hold no value stay numbers.
+    """
+    account = "4111111111111111"
+
+    @pegboard.tool(description="Account.", input={"type": "object"}, output={"type": "object"})
+    async def lookup(input: object, context: pegboard.ToolContext) -> pegboard.ToolResponse:
+        return pegboard.ToolResponse(
+            output={"account": int(account), "balance": 12.5, "big": float(account)},
+            content="found",
+            metadata={"rows": [{"account": int(account)}], "count": 123456789, "ok": True},
+        )
+
+    host = pegboard.Host()
+    async with host.location(
+        workspace, plugins=[], storage=storage_dir, secrets={"ACCOUNT": account}
+    ) as location:
+        location.tools.register({"lookup": lookup})
+        outcome = await location.prepare().execute(pegboard.ToolCall("lookup", {}, context()))
+    assert isinstance(outcome, pegboard.Completed), outcome
+    assert {
+        "account": "[secret ACCOUNT]",
+        "balance": 12.5,
+        "big": "[secret ACCOUNT].0",
+    } == outcome.output
+    assert {
+        "rows": [{"account": "[secret ACCOUNT]"}],
+        "count": 123456789,
+        "ok": True,
+    } == outcome.metadata
+    assert account not in json.dumps(pegboard.dump_outcome(outcome))
