@@ -201,6 +201,19 @@ async def _holding(
     return result[0]
 
 
+def _machine() -> str:
+    """Where this process's ID means something: the host name and, on Linux, the process
+    ID namespace. Containers that share a host name (``--network host``) and a journal
+    file each have their own process IDs: a holder in another never looks gone.
+    """
+    name = socket.gethostname()
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return name
+    return f"{name} {namespace}"
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pegboard_calls (
     session_id TEXT NOT NULL,
@@ -223,8 +236,8 @@ class SQLiteJournal:
     WAL mode, one short write transaction per claim, renewal and settlement,
     so several processes can share the file. A claim lasts ``lease`` seconds
     (at most 60) and is renewed while its tool runs; a holder that died is
-    taken over as soon as its process is seen gone (same host), otherwise once
-    its lease lapses. Settled calls stay until `forget` removes them.
+    taken over as soon as its process is seen gone (same host and process ID
+    namespace), otherwise once its lease lapses. Settled calls stay until `forget` removes them.
 
     Commits survive the process that made them (``kill -9``) but are not
     flushed to disk one by one (``synchronous=NORMAL``): after a power loss the
@@ -246,7 +259,7 @@ class SQLiteJournal:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
-        self._host = socket.gethostname()
+        self._host = _machine()
 
     def __repr__(self) -> str:
         return f"<SQLiteJournal {str(self.path)!r} lease={self.lease:g}s>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -268,6 +269,32 @@ async def test_a_lapsed_lease_of_another_host_is_taken_over(
     assert isinstance(outcome, pegboard.Completed)
     assert [2] == [attempt for _, attempt, _ in counted.runs]
     assert 0.2 < waited < 2.0
+
+
+async def test_a_holder_in_another_pid_namespace_is_never_seen_gone(
+    location: pegboard.Location, counted: Counted, tmp_path: Path, context: Context
+) -> None:
+    """Another container with this host name has its own process IDs: its holder's ID not
+    running here says nothing, so the claim is waited out, not taken over at once.
+    """
+    path = tmp_path / "journal.db"
+    journal = pegboard.SQLiteJournal(path, lease=0.5)
+    request = location.prepare(journal=journal)
+    fingerprint = pegboard._journal.fingerprint(add(context("call-1")))  # type: ignore[attr-defined]
+    held = await journal.claim("session-1", "call-1", fingerprint)
+    assert held.token is not None
+    async with await anyio.open_process([sys.executable, "-c", "pass"]) as gone:
+        await gone.wait()  # a process ID that runs nothing here
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE pegboard_calls SET host = ?, pid = ?", (socket.gethostname(), gone.pid))
+    db.close()
+    start = time.monotonic()
+    outcome = await request.execute(add(context("call-1")))
+    waited = time.monotonic() - start
+    journal.close()
+    assert isinstance(outcome, pegboard.Completed)
+    assert [2] == [attempt for _, attempt, _ in counted.runs]
+    assert waited > 0.4, "taken over before the lease lapsed"
 
 
 def test_the_lease_is_at_most_sixty_seconds(tmp_path: Path) -> None:
