@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -536,6 +537,7 @@ def test_pegboard_call_prints_no_secret(tmp_path: Path) -> None:
 ENVIRONMENT_PLUGIN = """
 import os
 import re
+import shutil
 
 import pegboard
 
@@ -708,3 +710,32 @@ async def test_a_secret_of_digits_is_redacted_from_numbers_too(
         "ok": True,
     } == outcome.metadata
     assert account not in json.dumps(pegboard.dump_outcome(outcome))
+
+
+async def test_pegboard_serve_secret_takes_the_value_from_the_environment(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`pegboard serve --secret NAME` as a client starts it: a granted command gets the
+    value, and no response or line of the server's log holds it.
+    """
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
+    assert command is not None, "the pegboard console script is installed beside python"
+    arguments = ["--debug", "serve", "-l", str(workspace), "--secret", "TOKEN",
+                 "--secret", "DATABASE_URL", "--allow", "secret:TOKEN", "--allow", "bash"]  # fmt: skip
+    environment = {"TOKEN": TOKEN, "DATABASE_URL": DATABASE, "PATH": os.environ["PATH"],
+                   "XDG_DATA_HOME": str(tmp_path / "data")}  # fmt: skip
+    server = StdioServerParameters(command=command, args=arguments, env=environment)
+    line = 'echo "$TOKEN ${#TOKEN} ${DATABASE_URL:-unset}"; printf %s "$TOKEN" | base64'
+    log = tmp_path / "serve.log"
+    with log.open("w") as errors:
+        async with Client(stdio_client(server, errlog=errors)) as client:
+            shown = await client.call_tool("bash", {"command": line})
+            unknown = await client.call_tool(f"x{TOKEN}", {})
+    responses = [shown.model_dump_json(), unknown.model_dump_json()]
+    assert [] == leaks([*responses, log.read_text()])
+    text = shown.content[0].text  # type: ignore[union-attr]
+    assert f"[secret TOKEN] {len(TOKEN)} unset\n[secret TOKEN]" in text
+    assert "x[secret TOKEN]" in unknown.content[0].text  # type: ignore[union-attr]
