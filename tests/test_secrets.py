@@ -723,8 +723,8 @@ async def test_pegboard_serve_secret_takes_the_value_from_the_environment(
 
     command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
     assert command is not None, "the pegboard console script is installed beside python"
-    arguments = ["--debug", "serve", "-l", str(workspace), "--secret", "TOKEN",
-                 "--secret", "DATABASE_URL", "--allow", "secret:TOKEN", "--allow", "bash"]  # fmt: skip
+    arguments = ["--debug", "serve", "-l", str(workspace), "--secret", "TOKEN", "--secret",
+                 "DATABASE_URL", "--allow", "secret:TOKEN", "--allow", "bash"]  # fmt: skip
     environment = {"TOKEN": TOKEN, "DATABASE_URL": DATABASE, "PATH": os.environ["PATH"],
                    "XDG_DATA_HOME": str(tmp_path / "data")}  # fmt: skip
     server = StdioServerParameters(command=command, args=arguments, env=environment)
