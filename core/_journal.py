@@ -92,6 +92,24 @@ class CallJournal(Protocol):
         ...
 
 
+def check_journal(journal: object, where: str) -> None:
+    """Raise unless ``journal`` is a `CallJournal` whose lease is more than 0 and at most
+    `MAX_LEASE` seconds: a longer one blocks a dead holder's calls too long, and a lease
+    of 0 would renew without pause while its tool runs.
+    """
+    if not isinstance(journal, CallJournal):
+        raise TypeError(
+            f"{where}(journal=...) takes a pegboard.CallJournal such as "
+            f"pegboard.SQLiteJournal(path), got {type(journal).__name__}"
+        )
+    lease = journal.lease
+    if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_LEASE:
+        raise ValueError(
+            f"{where}(journal=...): {type(journal).__name__}.lease is {lease!r}; a lease is "
+            f"more than 0 and at most {MAX_LEASE:g} seconds"
+        )
+
+
 def fingerprint(call: ToolCall) -> str:
     """The tool name and the canonical JSON (keys sorted, no spaces) of the raw input, hashed."""
     raw = call.input

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -312,6 +313,43 @@ async def test_prepare_refuses_what_is_not_a_journal(location: pegboard.Location
     """journal= takes a CallJournal; anything else is one clear TypeError."""
     with pytest.raises(TypeError, match=r"pegboard.SQLiteJournal\(path\), got str"):
         location.prepare(journal="journal.db")  # type: ignore[arg-type]
+
+
+class Leased:
+    """A journal of the host's own making, with the lease it says it grants."""
+
+    def __init__(self, lease: object) -> None:
+        self.lease = lease
+
+    async def claim(self, session_id: str, call_id: str, mark: str) -> pegboard.JournalEntry:
+        return pegboard.JournalEntry(attempt=1, token="token")
+
+    async def renew(self, session_id: str, call_id: str, token: str) -> None:
+        raise AssertionError("never reached")
+
+    async def settle(self, session_id: str, call_id: str, token: str, outcome: Any) -> None:
+        raise AssertionError("never reached")
+
+    async def release(self, session_id: str, call_id: str, token: str) -> None:
+        raise AssertionError("never reached")
+
+
+@pytest.mark.parametrize("lease", [0, -1, 61, 3600.0, None, "30", True])
+async def test_a_journal_of_the_hosts_own_must_lease_at_most_sixty_seconds(
+    location: pegboard.Location, lease: object
+) -> None:
+    """The 60-second bound holds for every CallJournal, not only SQLiteJournal: a longer
+    lease blocks a dead holder's calls too long, and a lease of 0 would renew without pause.
+    """
+    journal = Leased(lease)
+    assert isinstance(journal, pegboard.CallJournal)
+    with pytest.raises(ValueError, match=f"Leased.lease is {lease!r}; a lease is more than 0"):
+        location.prepare(journal=journal)  # type: ignore[arg-type]
+    from pegboard.temporal import ToolActivities
+
+    with pytest.raises(ValueError, match=r"ToolActivities\(journal=\.\.\.\): Leased.lease"):
+        ToolActivities(contextlib.nullcontext, journal=journal)  # type: ignore[arg-type]
+    assert location.prepare(journal=Leased(60)) is not None  # type: ignore[arg-type]
 
 
 async def test_forget_removes_a_sessions_settled_calls(

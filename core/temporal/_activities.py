@@ -13,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 import pegboard
+from pegboard._journal import check_journal
 
 from ._payload import load_call
 
@@ -58,11 +59,8 @@ class ToolActivities:
                 "ToolActivities takes a function that opens the Location, such as "
                 f"lambda: host.location(root), got {type(open_location).__name__}"
             )
-        if journal is not None and not isinstance(journal, pegboard.CallJournal):
-            raise TypeError(
-                "ToolActivities(journal=...) takes a pegboard.CallJournal such as "
-                f"pegboard.SQLiteJournal(path), got {type(journal).__name__}"
-            )
+        if journal is not None:
+            check_journal(journal, "ToolActivities")
         self._open = open_location
         self._journal = journal
         self._location: pegboard.Location | None = None
