@@ -475,6 +475,42 @@ def test_tool_activities_refuses_bad_arguments() -> None:
         ToolActivities(contextlib.nullcontext, journal="journal.db")  # type: ignore[arg-type]
 
 
+def test_the_workflow_side_imports_nothing_after_pegboard_temporal() -> None:
+    """What execute_tool does in a workflow (the payload, loading an outcome, explaining a
+    stored form it refuses) imports no module that importing pegboard.temporal did not
+    pass through: the sandbox fails a workflow task that imports one late.
+    """
+    code = """if True:
+        import sys
+        import pegboard, pegboard.temporal
+        from pegboard.temporal._workflow import activity_id
+        before = set(sys.modules)
+        context = pegboard.ToolContext("s", "a", "m", "c")
+        pegboard.temporal.call_payload(pegboard.ToolCall("add", '{"a": 1}', context))
+        activity_id("c")
+        identity = pegboard.CallIdentity.of(context)
+        error = pegboard.ToolError("tool_failure", "no")
+        for outcome in (
+            pegboard.Completed(None, (pegboard.Text("x"),), name="add", call=identity),
+            pegboard.Failed(error, name="add", call=identity),
+        ):
+            pegboard.load_outcome(pegboard.dump_outcome(outcome))
+        try:
+            pegboard.load_outcome({"version": 1, "status": "completed"})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a stored form without content loaded")
+        late = {name.partition(".")[0] for name in set(sys.modules) - before}
+        print(sorted(late - set(sys.stdlib_module_names)))
+    """
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert 0 == shown.returncode, shown.stderr
+    assert "[]" == shown.stdout.strip()
+
+
 def test_import_pegboard_does_not_import_temporalio() -> None:
     """Temporal is loaded by pegboard.temporal alone, never by import pegboard."""
     code = (
