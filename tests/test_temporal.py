@@ -412,12 +412,21 @@ async def secret_location(tmp_path: Path) -> AsyncIterator[pegboard.Location]:
     async def plain(value: dict[str, Any], context: pegboard.ToolContext) -> str:
         raise LookupError("nothing secret")
 
+    async def reports(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        await context.progress(pegboard.Progress(message=f"logged in with {TOKEN}"))
+        return f"done with {TOKEN}"
+
     async with pegboard.Host().location(tmp_path, plugins=[], secrets={"TOKEN": TOKEN}) as location:
         schema = {"type": "object"}
         location.tools.register(
             {
                 name: pegboard.tool(description="Raise.", input=schema, execute=execute)
-                for name, execute in (("leaks", leaks), ("hides", hides), ("plain", plain))
+                for name, execute in (
+                    ("leaks", leaks),
+                    ("hides", hides),
+                    ("plain", plain),
+                    ("reports", reports),
+                )
             }
         )
         yield location
@@ -452,6 +461,23 @@ async def test_a_defect_holding_a_secret_reaches_temporal_redacted(tmp_path: Pat
     assert "nothing at [secret TOKEN]" in sent["hides"]
     # With nothing to redact, the exception goes to Temporal as the tool raised it.
     assert isinstance(raised["plain"], LookupError)
+
+
+@pytest.mark.anyio
+async def test_heartbeats_and_results_sent_to_temporal_hold_no_secret(tmp_path: Path) -> None:
+    """Progress messages become heartbeat details, which Temporal keeps: redacted, as the
+    outcome the activity returns is.
+    """
+    environment = ActivityEnvironment()
+    beats: list[tuple[Any, ...]] = []
+    environment.on_heartbeat = lambda *details: beats.append(details)
+    async with ToolActivities(lambda: secret_location(tmp_path)) as tools:
+        (activity,) = tools.activities
+        call = pegboard.ToolCall("reports", "{}", context())
+        result = await environment.run(activity, call_payload(call))
+    assert ("logged in with [secret TOKEN]",) in beats
+    assert "done with [secret TOKEN]" == result["content"][0]["text"]
+    assert TOKEN not in json.dumps([result, beats])
 
 
 @pytest.mark.anyio
