@@ -188,8 +188,8 @@ class Secrets:
         return item
 
     def redact_outcome(self, outcome: Outcome) -> Outcome:
-        """``outcome`` with every text, output and metadata string redacted, and its name
-        (a model may call a tool by any name)."""
+        """``outcome`` with every text, output, metadata and provider state string
+        redacted, and its name (a model may call a tool by any name)."""
         name = None if outcome.name is None else self.redact(outcome.name)
         if isinstance(outcome, Completed):
             return attrs.evolve(
@@ -198,6 +198,8 @@ class Secrets:
                 output=self.redact_json(outcome.output),
                 content=self.redact_content(outcome.content),
                 metadata=self.redact_json(outcome.metadata),
+                # Sent to the provider and kept in the durable form like the rest.
+                provider_state=self.redact_json(outcome.provider_state),
             )
         error = outcome.error
         error = attrs.evolve(

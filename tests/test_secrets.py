@@ -161,6 +161,11 @@ def leaking_tools() -> dict[str, pegboard.Tool]:
             )
         ),
         "metadata_key": text(lambda: pegboard.ToolResponse(content="ok", metadata={TOKEN: 1})),
+        "provider_state": text(
+            lambda: pegboard.ToolResponse(
+                content="ok", provider_state={"anthropic": {"blocks": [{"text": b64(TOKEN)}]}}
+            )
+        ),
         "fails": pegboard.tool(description="Fail.", input=SCHEMA, execute=fails),
         "reports": pegboard.tool(description="Report.", input=SCHEMA, execute=reports),
         "reports_then_completes": pegboard.tool(
@@ -300,6 +305,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("env", {}),  # a manifest command
     ("peer_reveal", {"name": "TOKEN"}),  # a mounted MCP server
     ("peer_refuse", {"name": "TOKEN"}),
+    ("provider_state", {}),  # kept verbatim for a provider, and in the durable form
 ]
 
 
@@ -360,6 +366,9 @@ async def test_no_secret_reaches_anything_published_or_kept(
         "plain [secret TOKEN] base64 [secret TOKEN] url [secret TOKEN]" == shown["29 peer_reveal"]
     )
     assert "cannot use [secret TOKEN]" in shown["30 peer_refuse"]
+    kept = outcomes["31 provider_state"]
+    assert isinstance(kept, pegboard.Completed)
+    assert {"anthropic": {"blocks": [{"text": "[secret TOKEN]"}]}} == kept.provider_state
     spooled = outcomes["25 bash"]
     assert isinstance(spooled, pegboard.Completed)
     assert spooled.metadata is not None
