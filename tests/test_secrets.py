@@ -748,3 +748,35 @@ async def test_pegboard_serve_secret_takes_the_value_from_the_environment(
     text = shown.content[0].text  # type: ignore[union-attr]
     assert f"[secret TOKEN] {len(TOKEN)} unset\n[secret TOKEN]" in text
     assert "x[secret TOKEN]" in unknown.content[0].text  # type: ignore[union-attr]
+
+
+async def test_an_always_approval_saves_no_secret(
+    workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """The approver answers "always" to commands that hold a value: the approvals file never
+    holds it. A pattern that would have held it covers nothing: its command asks again.
+    """
+    asked: list[pegboard.PermissionRequest] = []
+
+    async def always(request: pegboard.PermissionRequest) -> str:
+        asked.append(request)
+        return "always"
+
+    host = pegboard.Host()
+    async with host.location(
+        workspace, storage=storage_dir, secrets=SECRETS, approver=always
+    ) as location:
+        request = location.prepare()
+        # "echo *" is saved, and covers the second; "<value> *" would be, and is not.
+        for index, command in enumerate(
+            [f"echo {TOKEN} >/dev/null", "echo again", f"{TOKEN} --help", f"{TOKEN} --help"]
+        ):
+            call = pegboard.ToolCall("bash", {"command": command}, context(call_id=f"c{index}"))
+            await request.execute(call)
+    saved = pegboard._permissions.default_approvals_file(workspace.resolve())
+    assert [] == leaks([saved.read_text()])
+    assert "echo *" in saved.read_text()
+    assert ["echo [secret TOKEN]", "[secret TOKEN] --help", "[secret TOKEN] --help"] == [
+        question.resources[0] for question in asked
+    ]
+    assert [] == leaks(repr(question) for question in asked)
