@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -128,7 +129,10 @@ def fingerprint(call: ToolCall) -> str:
         value = thaw(raw)
     try:
         canonical = orjson.dumps([call.name, value], option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # integers beyond 64 bits, or a mapping that is not JSON
+        if b"null" in canonical and _not_finite(value):
+            # orjson writes NaN and infinities as null: ``{"a": NaN}`` is not ``{"a": null}``.
+            raise TypeError("not finite")
+    except TypeError:  # integers beyond 64 bits, NaN, or a mapping that is not JSON
         canonical = json.dumps(
             [call.name, value],
             sort_keys=True,
@@ -137,6 +141,17 @@ def fingerprint(call: ToolCall) -> str:
             default=repr,
         ).encode("utf-8", "surrogatepass")
     return hashlib.sha256(canonical).hexdigest()
+
+
+def _not_finite(value: Any) -> bool:
+    """Whether ``value`` (plain JSON) holds NaN or an infinity anywhere."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_not_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_not_finite(item) for item in value)
+    return False
 
 
 async def journaled(

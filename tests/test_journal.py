@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -151,6 +152,33 @@ async def test_the_fingerprint_is_canonical_json(
     for call in again:
         assert isinstance(await request.execute(call), pegboard.Completed)
     assert 1 == len(counted.runs)
+
+
+@pytest.mark.parametrize("special", ["NaN", "Infinity", "-Infinity"])
+async def test_a_number_json_cannot_hold_is_not_null_to_the_fingerprint(
+    location: pegboard.Location,
+    counted: Counted,
+    journal: pegboard.SQLiteJournal,
+    context: Context,
+    special: str,
+) -> None:
+    """Python's JSON reads NaN and the infinities, which orjson writes as null: a call
+    re-sent with null in their place is another call, a conflict, never a replay.
+    """
+    fingerprint = pegboard._journal.fingerprint  # type: ignore[attr-defined]
+    odd = pegboard.ToolCall("add", f'{{"a": {special}, "b": 2}}', context("call-1"))
+    null = pegboard.ToolCall("add", '{"a": null, "b": 2}', context("call-1"))
+    assert fingerprint(odd) != fingerprint(null)
+    as_mapping = pegboard.ToolCall("add", {"b": 2, "a": float(special)}, context("call-1"))
+    assert fingerprint(odd) == fingerprint(as_mapping)
+    # A null alone keeps the fingerprint it always had (journals already written hold it).
+    canonical = b'["add",{"a":null,"b":2}]'
+    assert hashlib.sha256(canonical).hexdigest() == fingerprint(null)
+    request = location.prepare(journal=journal)
+    await request.execute(null)
+    with pytest.raises(pegboard.JournalConflict, match="call 'call-1'"):
+        await request.execute(odd)
+    assert 0 == len(counted.runs)  # null is no integer: invalid input, settled as Failed
 
 
 async def test_calls_are_keyed_by_session_and_call_id(
