@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -92,6 +93,24 @@ class CallJournal(Protocol):
         ...
 
 
+def check_journal(journal: object, where: str) -> None:
+    """Raise unless ``journal`` is a `CallJournal` whose lease is more than 0 and at most
+    `MAX_LEASE` seconds: a longer one blocks a dead holder's calls too long, and a lease
+    of 0 would renew without pause while its tool runs.
+    """
+    if not isinstance(journal, CallJournal):
+        raise TypeError(
+            f"{where}(journal=...) takes a pegboard.CallJournal such as "
+            f"pegboard.SQLiteJournal(path), got {type(journal).__name__}"
+        )
+    lease = journal.lease
+    if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_LEASE:
+        raise ValueError(
+            f"{where}(journal=...): {type(journal).__name__}.lease is {lease!r}; a lease is "
+            f"more than 0 and at most {MAX_LEASE:g} seconds"
+        )
+
+
 def fingerprint(call: ToolCall) -> str:
     """The tool name and the canonical JSON (keys sorted, no spaces) of the raw input, hashed."""
     raw = call.input
@@ -110,7 +129,10 @@ def fingerprint(call: ToolCall) -> str:
         value = thaw(raw)
     try:
         canonical = orjson.dumps([call.name, value], option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # integers beyond 64 bits, or a mapping that is not JSON
+        if b"null" in canonical and _not_finite(value):
+            # orjson writes NaN and infinities as null: ``{"a": NaN}`` is not ``{"a": null}``.
+            raise TypeError("not finite")
+    except TypeError:  # integers beyond 64 bits, NaN, or a mapping that is not JSON
         canonical = json.dumps(
             [call.name, value],
             sort_keys=True,
@@ -119,6 +141,17 @@ def fingerprint(call: ToolCall) -> str:
             default=repr,
         ).encode("utf-8", "surrogatepass")
     return hashlib.sha256(canonical).hexdigest()
+
+
+def _not_finite(value: Any) -> bool:
+    """Whether ``value`` (plain JSON) holds NaN or an infinity anywhere."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_not_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_not_finite(item) for item in value)
+    return False
 
 
 async def journaled(
@@ -201,6 +234,19 @@ async def _holding(
     return result[0]
 
 
+def _machine() -> str:
+    """Where this process's ID means something: the host name and, on Linux, the process
+    ID namespace. Containers that share a host name (``--network host``) and a journal
+    file each have their own process IDs: a holder in another never looks gone.
+    """
+    name = socket.gethostname()
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return name
+    return f"{name} {namespace}"
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pegboard_calls (
     session_id TEXT NOT NULL,
@@ -223,8 +269,8 @@ class SQLiteJournal:
     WAL mode, one short write transaction per claim, renewal and settlement,
     so several processes can share the file. A claim lasts ``lease`` seconds
     (at most 60) and is renewed while its tool runs; a holder that died is
-    taken over as soon as its process is seen gone (same host), otherwise once
-    its lease lapses. Settled calls stay until `forget` removes them.
+    taken over as soon as its process is seen gone (same host and process ID
+    namespace), otherwise once its lease lapses. Settled calls stay until `forget` removes them.
 
     Commits survive the process that made them (``kill -9``) but are not
     flushed to disk one by one (``synchronous=NORMAL``): after a power loss the
@@ -246,7 +292,7 @@ class SQLiteJournal:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
-        self._host = socket.gethostname()
+        self._host = _machine()
 
     def __repr__(self) -> str:
         return f"<SQLiteJournal {str(self.path)!r} lease={self.lease:g}s>"

@@ -211,13 +211,9 @@ class Location:
         if self._closed:
             raise RuntimeError(f"the Location at {self.root} is closed; open a new one")
         if journal is not None:
-            from ._journal import CallJournal
+            from ._journal import check_journal
 
-            if not isinstance(journal, CallJournal):
-                raise TypeError(
-                    f"prepare(journal=...) takes a pegboard.CallJournal such as "
-                    f"pegboard.SQLiteJournal(path), got {type(journal).__name__}"
-                )
+            check_journal(journal, "prepare")
         versions = tuple(board.version for board in self._boards)
         if self._snapshot is None or self._snapshot[0] != versions:
             # Rebuilt only when a board changed; otherwise requests share it.

@@ -141,13 +141,26 @@ class Secrets:
         return data
 
     def redact_json(self, value: Any) -> Any:
-        """Plain JSON with every string in it redacted, keys too, at any depth."""
+        """Plain JSON with every string in it redacted, keys too, at any depth.
+
+        A number whose digits hold a value (an account number, say) becomes the
+        redacted text of it, a string.
+        """
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
             return {self.redact(str(key)): self.redact_json(item) for key, item in value.items()}
         if isinstance(value, list | tuple):  # FrozenList too
             return [self.redact_json(item) for item in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                digits = repr(value)
+            except ValueError:  # an integer past Python's limit on digits to convert
+                return value
+            if len(digits) >= MIN_SECRET_LENGTH:
+                shown = self.redact(digits)
+                if shown != digits:
+                    return shown
         return value
 
     def leaks(self, value: Any) -> bool:
@@ -180,8 +193,8 @@ class Secrets:
         return item
 
     def redact_outcome(self, outcome: Outcome) -> Outcome:
-        """``outcome`` with every text, output and metadata string redacted, and its name
-        (a model may call a tool by any name)."""
+        """``outcome`` with every text, output, metadata and provider state string
+        redacted, and its name (a model may call a tool by any name)."""
         name = None if outcome.name is None else self.redact(outcome.name)
         if isinstance(outcome, Completed):
             return attrs.evolve(
@@ -190,6 +203,8 @@ class Secrets:
                 output=self.redact_json(outcome.output),
                 content=self.redact_content(outcome.content),
                 metadata=self.redact_json(outcome.metadata),
+                # Sent to the provider and kept in the durable form like the rest.
+                provider_state=self.redact_json(outcome.provider_state),
             )
         error = outcome.error
         error = attrs.evolve(
@@ -258,16 +273,21 @@ class _RedactingFilter(logging.Filter):
 
 _FILTER = _RedactingFilter()
 
+#: Every logger pegboard writes to. A logger's filter sees only the records logged
+#: on that logger itself, not those its children pass up, so each has the filter.
+LOGGERS = ("pegboard", "pegboard.mcp")
+
 
 @contextlib.contextmanager
 def redacting_logs(secrets: Secrets) -> Iterator[None]:
-    """While open, the ``pegboard`` logger's records never hold a value of ``secrets``."""
+    """While open, the records of pegboard's loggers never hold a value of ``secrets``."""
     if not secrets:
         yield
         return
-    logger = logging.getLogger("pegboard")
-    if _FILTER not in logger.filters:
-        logger.addFilter(_FILTER)
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
     _FILTER.live.append(secrets)
     try:
         yield

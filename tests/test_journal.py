@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -151,6 +154,33 @@ async def test_the_fingerprint_is_canonical_json(
     assert 1 == len(counted.runs)
 
 
+@pytest.mark.parametrize("special", ["NaN", "Infinity", "-Infinity"])
+async def test_a_number_json_cannot_hold_is_not_null_to_the_fingerprint(
+    location: pegboard.Location,
+    counted: Counted,
+    journal: pegboard.SQLiteJournal,
+    context: Context,
+    special: str,
+) -> None:
+    """Python's JSON reads NaN and the infinities, which orjson writes as null: a call
+    re-sent with null in their place is another call, a conflict, never a replay.
+    """
+    fingerprint = pegboard._journal.fingerprint  # type: ignore[attr-defined]
+    odd = pegboard.ToolCall("add", f'{{"a": {special}, "b": 2}}', context("call-1"))
+    null = pegboard.ToolCall("add", '{"a": null, "b": 2}', context("call-1"))
+    assert fingerprint(odd) != fingerprint(null)
+    as_mapping = pegboard.ToolCall("add", {"b": 2, "a": float(special)}, context("call-1"))
+    assert fingerprint(odd) == fingerprint(as_mapping)
+    # A null alone keeps the fingerprint it always had (journals already written hold it).
+    canonical = b'["add",{"a":null,"b":2}]'
+    assert hashlib.sha256(canonical).hexdigest() == fingerprint(null)
+    request = location.prepare(journal=journal)
+    await request.execute(null)
+    with pytest.raises(pegboard.JournalConflict, match="call 'call-1'"):
+        await request.execute(odd)
+    assert 0 == len(counted.runs)  # null is no integer: invalid input, settled as Failed
+
+
 async def test_calls_are_keyed_by_session_and_call_id(
     location: pegboard.Location,
     counted: Counted,
@@ -270,6 +300,32 @@ async def test_a_lapsed_lease_of_another_host_is_taken_over(
     assert 0.2 < waited < 2.0
 
 
+async def test_a_holder_in_another_pid_namespace_is_never_seen_gone(
+    location: pegboard.Location, counted: Counted, tmp_path: Path, context: Context
+) -> None:
+    """Another container with this host name has its own process IDs: its holder's ID not
+    running here says nothing, so the claim is waited out, not taken over at once.
+    """
+    path = tmp_path / "journal.db"
+    journal = pegboard.SQLiteJournal(path, lease=0.5)
+    request = location.prepare(journal=journal)
+    fingerprint = pegboard._journal.fingerprint(add(context("call-1")))  # type: ignore[attr-defined]
+    held = await journal.claim("session-1", "call-1", fingerprint)
+    assert held.token is not None
+    async with await anyio.open_process([sys.executable, "-c", "pass"]) as gone:
+        await gone.wait()  # a process ID that runs nothing here
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE pegboard_calls SET host = ?, pid = ?", (socket.gethostname(), gone.pid))
+    db.close()
+    start = time.monotonic()
+    outcome = await request.execute(add(context("call-1")))
+    waited = time.monotonic() - start
+    journal.close()
+    assert isinstance(outcome, pegboard.Completed)
+    assert [2] == [attempt for _, attempt, _ in counted.runs]
+    assert waited > 0.4, "taken over before the lease lapsed"
+
+
 def test_the_lease_is_at_most_sixty_seconds(tmp_path: Path) -> None:
     """A holder that dies never blocks its call for more than a minute."""
     with pytest.raises(ValueError, match="at most 60 seconds"):
@@ -285,6 +341,43 @@ async def test_prepare_refuses_what_is_not_a_journal(location: pegboard.Location
     """journal= takes a CallJournal; anything else is one clear TypeError."""
     with pytest.raises(TypeError, match=r"pegboard.SQLiteJournal\(path\), got str"):
         location.prepare(journal="journal.db")  # type: ignore[arg-type]
+
+
+class Leased:
+    """A journal of the host's own making, with the lease it says it grants."""
+
+    def __init__(self, lease: object) -> None:
+        self.lease = lease
+
+    async def claim(self, session_id: str, call_id: str, mark: str) -> pegboard.JournalEntry:
+        return pegboard.JournalEntry(attempt=1, token="token")
+
+    async def renew(self, session_id: str, call_id: str, token: str) -> None:
+        raise AssertionError("never reached")
+
+    async def settle(self, session_id: str, call_id: str, token: str, outcome: Any) -> None:
+        raise AssertionError("never reached")
+
+    async def release(self, session_id: str, call_id: str, token: str) -> None:
+        raise AssertionError("never reached")
+
+
+@pytest.mark.parametrize("lease", [0, -1, 61, 3600.0, None, "30", True])
+async def test_a_journal_of_the_hosts_own_must_lease_at_most_sixty_seconds(
+    location: pegboard.Location, lease: object
+) -> None:
+    """The 60-second bound holds for every CallJournal, not only SQLiteJournal: a longer
+    lease blocks a dead holder's calls too long, and a lease of 0 would renew without pause.
+    """
+    journal = Leased(lease)
+    assert isinstance(journal, pegboard.CallJournal)
+    with pytest.raises(ValueError, match=f"Leased.lease is {lease!r}; a lease is more than 0"):
+        location.prepare(journal=journal)  # type: ignore[arg-type]
+    from pegboard.temporal import ToolActivities
+
+    with pytest.raises(ValueError, match=r"ToolActivities\(journal=\.\.\.\): Leased.lease"):
+        ToolActivities(contextlib.nullcontext, journal=journal)  # type: ignore[arg-type]
+    assert location.prepare(journal=Leased(60)) is not None  # type: ignore[arg-type]
 
 
 async def test_forget_removes_a_sessions_settled_calls(

@@ -6,6 +6,8 @@ import base64
 import json
 import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -159,6 +161,11 @@ def leaking_tools() -> dict[str, pegboard.Tool]:
             )
         ),
         "metadata_key": text(lambda: pegboard.ToolResponse(content="ok", metadata={TOKEN: 1})),
+        "provider_state": text(
+            lambda: pegboard.ToolResponse(
+                content="ok", provider_state={"anthropic": {"blocks": [{"text": b64(TOKEN)}]}}
+            )
+        ),
         "fails": pegboard.tool(description="Fail.", input=SCHEMA, execute=fails),
         "reports": pegboard.tool(description="Report.", input=SCHEMA, execute=reports),
         "reports_then_completes": pegboard.tool(
@@ -298,6 +305,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("env", {}),  # a manifest command
     ("peer_reveal", {"name": "TOKEN"}),  # a mounted MCP server
     ("peer_refuse", {"name": "TOKEN"}),
+    ("provider_state", {}),  # kept verbatim for a provider, and in the durable form
 ]
 
 
@@ -358,6 +366,9 @@ async def test_no_secret_reaches_anything_published_or_kept(
         "plain [secret TOKEN] base64 [secret TOKEN] url [secret TOKEN]" == shown["29 peer_reveal"]
     )
     assert "cannot use [secret TOKEN]" in shown["30 peer_refuse"]
+    kept = outcomes["31 provider_state"]
+    assert isinstance(kept, pegboard.Completed)
+    assert {"anthropic": {"blocks": [{"text": "[secret TOKEN]"}]}} == kept.provider_state
     spooled = outcomes["25 bash"]
     assert isinstance(spooled, pegboard.Completed)
     assert spooled.metadata is not None
@@ -535,6 +546,8 @@ def test_pegboard_call_prints_no_secret(tmp_path: Path) -> None:
 
 ENVIRONMENT_PLUGIN = """
 import os
+import re
+import shutil
 
 import pegboard
 
@@ -617,3 +630,154 @@ async def test_a_tools_log_messages_hold_no_secret(
         )
     ] == received
     assert [] == leaks(json.dumps(attrs.asdict(record)) for record in received)
+
+
+async def test_the_mcp_servers_log_holds_no_secret(
+    host: pegboard.Host, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool that raises with a value in `pegboard serve`: the client gets a fixed message,
+    and the log record of the defect (on the `pegboard.mcp` logger) is redacted, traceback too.
+    """
+
+    async def crashes(input: Any, context: pegboard.ToolContext) -> str:
+        try:
+            raise KeyError(DATABASE)
+        except KeyError as error:
+            raise RuntimeError(f"bug near {TOKEN}") from error
+
+    host.tools.register(
+        {"crashes": pegboard.tool(description="Crash.", input=SCHEMA, execute=crashes)}
+    )
+    caplog.set_level(logging.DEBUG, logger="pegboard")
+    async with (
+        host.location(workspace, plugins=[], secrets=SECRETS) as location,
+        Client(pegboard.mcp.build_server(location)) as client,
+    ):
+        with pytest.raises(Exception, match="internal error") as error:
+            await client.call_tool("crashes", {})
+    records = [record for record in caplog.records if record.name == "pegboard.mcp"]
+    assert records, "the defect is logged on the pegboard.mcp logger"
+    shown = [logging.Formatter().format(record) for record in records]
+    assert [] == leaks([*shown, str(error.value)])
+    assert any("bug near [secret TOKEN]" in text for text in shown)
+    assert any("KeyError: '[secret DATABASE_URL]'" in text for text in shown)
+
+
+def test_every_logger_pegboard_writes_to_is_redacted() -> None:
+    """Each logger name in pegboard's sources redacts: a logger's filter does not see the
+    records of its children, so a new ``pegboard.x`` logger must be listed too.
+    """
+    from pegboard._secrets import LOGGERS
+
+    root = Path(__file__).resolve().parent.parent
+    named = {
+        match
+        for folder in ("core", "plugins_builtin")
+        for path in (root / folder).rglob("*.py")
+        for match in re.findall(r"getLogger\(\s*[\"']([^\"']+)[\"']", path.read_text())
+    }
+    assert {"pegboard", "pegboard.mcp"} <= named
+    assert set() == named - set(LOGGERS)
+    secrets = pegboard.Secrets({"TOKEN": TOKEN})
+    with pegboard._secrets.redacting_logs(secrets):
+        for name in LOGGERS:
+            record = logging.LogRecord(name, logging.ERROR, __file__, 1, "%s", (TOKEN,), None)
+            logging.getLogger(name).filter(record)
+            assert "[secret TOKEN]" == record.getMessage(), name
+
+
+async def test_a_secret_of_digits_is_redacted_from_numbers_too(
+    workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """An account number as a secret, returned as a JSON number in the output or metadata:
+    it becomes the redacted text; numbers that hold no value stay numbers.
+    """
+    account = "4111111111111111"
+
+    @pegboard.tool(description="Account.", input={"type": "object"}, output={"type": "object"})
+    async def lookup(input: object, context: pegboard.ToolContext) -> pegboard.ToolResponse:
+        return pegboard.ToolResponse(
+            output={"account": int(account), "balance": 12.5, "big": float(account)},
+            content="found",
+            metadata={"rows": [{"account": int(account)}], "count": 123456789, "ok": True},
+        )
+
+    host = pegboard.Host()
+    async with host.location(
+        workspace, plugins=[], storage=storage_dir, secrets={"ACCOUNT": account}
+    ) as location:
+        location.tools.register({"lookup": lookup})
+        outcome = await location.prepare().execute(pegboard.ToolCall("lookup", {}, context()))
+    assert isinstance(outcome, pegboard.Completed), outcome
+    assert {
+        "account": "[secret ACCOUNT]",
+        "balance": 12.5,
+        "big": "[secret ACCOUNT].0",
+    } == outcome.output
+    assert {
+        "rows": [{"account": "[secret ACCOUNT]"}],
+        "count": 123456789,
+        "ok": True,
+    } == outcome.metadata
+    assert account not in json.dumps(pegboard.dump_outcome(outcome))
+
+
+async def test_pegboard_serve_secret_takes_the_value_from_the_environment(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`pegboard serve --secret NAME` as a client starts it: a granted command gets the
+    value, and no response or line of the server's log holds it.
+    """
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command = shutil.which("pegboard", path=str(Path(sys.executable).parent))
+    assert command is not None, "the pegboard console script is installed beside python"
+    arguments = ["--debug", "serve", "-l", str(workspace), "--secret", "TOKEN", "--secret",
+                 "DATABASE_URL", "--allow", "secret:TOKEN", "--allow", "bash"]  # fmt: skip
+    environment = {"TOKEN": TOKEN, "DATABASE_URL": DATABASE, "PATH": os.environ["PATH"],
+                   "XDG_DATA_HOME": str(tmp_path / "data")}  # fmt: skip
+    server = StdioServerParameters(command=command, args=arguments, env=environment)
+    line = 'echo "$TOKEN ${#TOKEN} ${DATABASE_URL:-unset}"; printf %s "$TOKEN" | base64'
+    log = tmp_path / "serve.log"
+    with log.open("w") as errors:
+        async with Client(stdio_client(server, errlog=errors)) as client:
+            shown = await client.call_tool("bash", {"command": line})
+            unknown = await client.call_tool(f"x{TOKEN}", {})
+    responses = [shown.model_dump_json(), unknown.model_dump_json()]
+    assert [] == leaks([*responses, log.read_text()])
+    text = shown.content[0].text  # type: ignore[union-attr]
+    assert f"[secret TOKEN] {len(TOKEN)} unset\n[secret TOKEN]" in text
+    assert "x[secret TOKEN]" in unknown.content[0].text  # type: ignore[union-attr]
+
+
+async def test_an_always_approval_saves_no_secret(
+    workspace: Path, storage_dir: Path, context: Context
+) -> None:
+    """The approver answers "always" to commands that hold a value: the approvals file never
+    holds it. A pattern that would have held it covers nothing: its command asks again.
+    """
+    asked: list[pegboard.PermissionRequest] = []
+
+    async def always(request: pegboard.PermissionRequest) -> str:
+        asked.append(request)
+        return "always"
+
+    host = pegboard.Host()
+    async with host.location(
+        workspace, storage=storage_dir, secrets=SECRETS, approver=always
+    ) as location:
+        request = location.prepare()
+        # "echo *" is saved, and covers the second; "<value> *" would be, and is not.
+        for index, command in enumerate(
+            [f"echo {TOKEN} >/dev/null", "echo again", f"{TOKEN} --help", f"{TOKEN} --help"]
+        ):
+            call = pegboard.ToolCall("bash", {"command": command}, context(call_id=f"c{index}"))
+            await request.execute(call)
+    saved = pegboard._permissions.default_approvals_file(workspace.resolve())
+    assert [] == leaks([saved.read_text()])
+    assert "echo *" in saved.read_text()
+    assert ["echo [secret TOKEN]", "[secret TOKEN] --help", "[secret TOKEN] --help"] == [
+        question.resources[0] for question in asked
+    ]
+    assert [] == leaks(repr(question) for question in asked)

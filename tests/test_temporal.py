@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
@@ -17,7 +18,9 @@ from typing import Any
 
 import anyio
 import pytest
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
@@ -390,6 +393,93 @@ async def test_a_malformed_call_or_a_journal_conflict_is_not_retried(tmp_path: P
     journal.close()
 
 
+TOKEN = "ghp_4e1Xq9ZpT0k3nW7sLr2Yv8Bd"
+
+
+@contextlib.asynccontextmanager
+async def secret_location(tmp_path: Path) -> AsyncIterator[pegboard.Location]:
+    """A Location with a secret, whose tools raise with it in the message or a cause."""
+
+    async def leaks(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        try:
+            raise KeyError(f"looked up {TOKEN}")
+        except KeyError as error:
+            raise RuntimeError(f"bug near {TOKEN}") from error
+
+    async def hides(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        raise LookupError(f"nothing at {base64.b64encode(TOKEN.encode()).decode()}")
+
+    async def plain(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        raise LookupError("nothing secret")
+
+    async def reports(value: dict[str, Any], context: pegboard.ToolContext) -> str:
+        await context.progress(pegboard.Progress(message=f"logged in with {TOKEN}"))
+        return f"done with {TOKEN}"
+
+    async with pegboard.Host().location(tmp_path, plugins=[], secrets={"TOKEN": TOKEN}) as location:
+        schema = {"type": "object"}
+        location.tools.register(
+            {
+                name: pegboard.tool(description="Raise.", input=schema, execute=execute)
+                for name, execute in (
+                    ("leaks", leaks),
+                    ("hides", hides),
+                    ("plain", plain),
+                    ("reports", reports),
+                )
+            }
+        )
+        yield location
+
+
+@pytest.mark.anyio
+async def test_a_defect_holding_a_secret_reaches_temporal_redacted(tmp_path: Path) -> None:
+    """Temporal keeps an activity's error (message, causes, tracebacks) in the workflow's
+    history: a defect whose text holds a secret is sent redacted, and is still retried.
+    """
+    converter = DataConverter.default
+    async with ToolActivities(lambda: secret_location(tmp_path)) as tools:
+        (activity,) = tools.activities
+        sent: dict[str, str] = {}
+        raised: dict[str, BaseException] = {}
+        for name in ("leaks", "hides", "plain"):
+            call = pegboard.ToolCall(name, "{}", context())
+            with pytest.raises(Exception) as error:  # noqa: PT011 - each kind checked below
+                await ActivityEnvironment().run(activity, call_payload(call))
+            failure = Failure()
+            failures, payloads = converter.failure_converter, converter.payload_converter
+            failures.to_failure(error.value, payloads, failure)
+            sent[name], raised[name] = str(failure), error.value
+    encoded = base64.b64encode(TOKEN.encode()).decode()
+    assert [] == [name for name, text in sent.items() if TOKEN in text or encoded in text]
+    leaked = raised["leaks"]
+    assert isinstance(leaked, ApplicationError)
+    assert not leaked.non_retryable
+    assert "RuntimeError" == leaked.type
+    assert "bug near [secret TOKEN]" == leaked.message
+    assert "KeyError: 'looked up [secret TOKEN]'" in leaked.details[0]
+    assert "nothing at [secret TOKEN]" in sent["hides"]
+    # With nothing to redact, the exception goes to Temporal as the tool raised it.
+    assert isinstance(raised["plain"], LookupError)
+
+
+@pytest.mark.anyio
+async def test_heartbeats_and_results_sent_to_temporal_hold_no_secret(tmp_path: Path) -> None:
+    """Progress messages become heartbeat details, which Temporal keeps: redacted, as the
+    outcome the activity returns is.
+    """
+    environment = ActivityEnvironment()
+    beats: list[tuple[Any, ...]] = []
+    environment.on_heartbeat = lambda *details: beats.append(details)
+    async with ToolActivities(lambda: secret_location(tmp_path)) as tools:
+        (activity,) = tools.activities
+        call = pegboard.ToolCall("reports", "{}", context())
+        result = await environment.run(activity, call_payload(call))
+    assert ("logged in with [secret TOKEN]",) in beats
+    assert "done with [secret TOKEN]" == result["content"][0]["text"]
+    assert TOKEN not in json.dumps([result, beats])
+
+
 @pytest.mark.anyio
 async def test_activities_outside_their_location_fail_retryably(tmp_path: Path) -> None:
     """A worker whose ToolActivities is not entered says how to open it, and may retry."""
@@ -409,6 +499,42 @@ def test_tool_activities_refuses_bad_arguments() -> None:
         ToolActivities("location")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"pegboard\.CallJournal"):
         ToolActivities(contextlib.nullcontext, journal="journal.db")  # type: ignore[arg-type]
+
+
+def test_the_workflow_side_imports_nothing_after_pegboard_temporal() -> None:
+    """What execute_tool does in a workflow (the payload, loading an outcome, explaining a
+    stored form it refuses) imports no module that importing pegboard.temporal did not
+    pass through: the sandbox fails a workflow task that imports one late.
+    """
+    code = """if True:
+        import sys
+        import pegboard, pegboard.temporal
+        from pegboard.temporal._workflow import activity_id
+        before = set(sys.modules)
+        context = pegboard.ToolContext("s", "a", "m", "c")
+        pegboard.temporal.call_payload(pegboard.ToolCall("add", '{"a": 1}', context))
+        activity_id("c")
+        identity = pegboard.CallIdentity.of(context)
+        error = pegboard.ToolError("tool_failure", "no")
+        for outcome in (
+            pegboard.Completed(None, (pegboard.Text("x"),), name="add", call=identity),
+            pegboard.Failed(error, name="add", call=identity),
+        ):
+            pegboard.load_outcome(pegboard.dump_outcome(outcome))
+        try:
+            pegboard.load_outcome({"version": 1, "status": "completed"})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a stored form without content loaded")
+        late = {name.partition(".")[0] for name in set(sys.modules) - before}
+        print(sorted(late - set(sys.stdlib_module_names)))
+    """
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert 0 == shown.returncode, shown.stderr
+    assert "[]" == shown.stdout.strip()
 
 
 def test_import_pegboard_does_not_import_temporalio() -> None:

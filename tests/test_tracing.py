@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -291,6 +292,32 @@ async def test_bash_commands_receive_traceparent_in_their_environment(
         span = named(telemetry, "execute_tool bash")
         expected = f"parent=00-{span.context.trace_id:032x}-{span.context.span_id:016x}-"
         assert expected in outcome.content[0].text  # type: ignore[union-attr]
+
+
+async def test_manifest_commands_receive_traceparent_in_their_environment(
+    host: pegboard.Host, workspace: Path, context: Context, telemetry: Telemetry
+) -> None:
+    """A manifest tool's command gets TRACEPARENT naming its call's span, as bash's does."""
+    script = "import os, sys\nsys.stdin.read()\nprint('parent=' + os.environ['TRACEPARENT'])\n"
+    (workspace / "parent.py").write_text(script)
+    command = json.dumps([sys.executable, "parent.py"])
+    (workspace / "tools.toml").write_text(
+        f'[[tools]]\nname = "parent"\ndescription = "Show the parent."\ncommand = {command}\n'
+    )
+
+    async def approve(request: pegboard.PermissionRequest) -> str:
+        return "once"
+
+    plugins = [{"name": "manifest", "options": {"files": ["tools.toml"]}}]
+    async with host.location(
+        workspace, plugins=plugins, trusted=["manifest"], approver=approve
+    ) as location:
+        assert () == location.plugin_errors
+        outcome = await location.prepare().execute(call("parent", context))
+    assert isinstance(outcome, pegboard.Completed), outcome
+    span = named(telemetry, "execute_tool parent")
+    expected = f"parent=00-{span.context.trace_id:032x}-{span.context.span_id:016x}-"
+    assert expected in outcome.content[0].text  # type: ignore[union-attr]
 
 
 def test_trace_context_is_empty_outside_a_span(telemetry: Telemetry) -> None:

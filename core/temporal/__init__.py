@@ -15,11 +15,12 @@ from temporalio import workflow
 # module behind a public name is loaded here (through the import statement,
 # which the sandbox watches), so that `pegboard.ToolCall`, `pegboard.Location`
 # and the rest, read lazily later in a workflow file, find theirs already
-# passed through; so is jsonschema, which `pegboard.load_outcome` imports when
-# first called.
+# passed through; so are jsonschema-rs, which `pegboard.load_outcome` imports
+# when first called, and jsonschema, which it imports to explain a form it refuses.
 with workflow.unsafe.imports_passed_through():
     import jsonschema
     import jsonschema.exceptions  # noqa: F401
+    import jsonschema_rs  # noqa: F401
 
     import pegboard
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 import pegboard
+from pegboard._journal import check_journal
 
 from ._payload import load_call
 
@@ -57,11 +59,8 @@ class ToolActivities:
                 "ToolActivities takes a function that opens the Location, such as "
                 f"lambda: host.location(root), got {type(open_location).__name__}"
             )
-        if journal is not None and not isinstance(journal, pegboard.CallJournal):
-            raise TypeError(
-                "ToolActivities(journal=...) takes a pegboard.CallJournal such as "
-                f"pegboard.SQLiteJournal(path), got {type(journal).__name__}"
-            )
+        if journal is not None:
+            check_journal(journal, "ToolActivities")
         self._open = open_location
         self._journal = journal
         self._location: pegboard.Location | None = None
@@ -143,7 +142,20 @@ class ToolActivities:
             # Neither comes right by retrying: a runner's bug, or the host's rules.
             if isinstance(raised, pegboard.JournalConflict | pegboard.PermissionRejected):
                 raise ApplicationError(
-                    str(raised), type=type(raised).__name__, non_retryable=True
-                ) from raised
+                    location.redact(str(raised)), type=type(raised).__name__, non_retryable=True
+                ) from None
+            told = "".join(traceback.format_exception(raised))
+            redacted = location.redact(told)
+            if redacted != told:
+                # Temporal keeps an activity's error, its causes and their tracebacks in
+                # the workflow's history: one that holds a secret goes there redacted.
+                raise ApplicationError(
+                    location.redact(str(raised)), redacted, type=_qualified(type(raised))
+                ) from None
             raise raised
         return pegboard.dump_outcome(outcomes[0])
+
+
+def _qualified(kind: type[BaseException]) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
