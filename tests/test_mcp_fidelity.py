@@ -810,9 +810,7 @@ async def test_an_answer_mcp_does_not_allow_fails_the_call_naming_what_was_wrong
     peer = str(Path(__file__).with_name("mcp_raw_peer.py"))
     async with mounted(host, workspace, {"raw": {"command": [sys.executable, peer]}}) as location:
         assert () == location.plugin_errors
-        outcome = await location.prepare().execute(
-            pegboard.ToolCall("raw_broken", {}, context())
-        )
+        outcome = await location.prepare().execute(pegboard.ToolCall("raw_broken", {}, context()))
     assert isinstance(outcome, pegboard.Failed)
     assert (
         "the MCP server 'raw' answered 'broken' with a result MCP does not allow: content: "
