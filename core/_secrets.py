@@ -10,7 +10,7 @@ import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, AnyStr
 
 import attrs
 
@@ -43,6 +43,44 @@ def _forms(value: str) -> Iterable[tuple[str, ...]]:
     yield (urllib.parse.quote(value, safe=""),)
     yield (urllib.parse.quote(value),)
     yield (urllib.parse.quote_plus(value),)
+
+
+def _spans_redacted(
+    text: AnyStr, present: list[tuple[AnyStr, tuple[AnyStr, ...], AnyStr]], empty: AnyStr
+) -> AnyStr:
+    """``text`` with every occurrence of each form in ``present`` replaced by its mark.
+
+    Where two values overlap (one ends with what the other begins with), the
+    whole overlapping stretch goes, with both marks: replacing one value first
+    would leave the rest of the other readable. A value held inside a longer
+    one goes with it, under the longer one's mark.
+    """
+    spans: list[tuple[int, int, AnyStr]] = []
+    for _, replaced, mark in present:
+        for each in replaced:
+            start = text.find(each)
+            while start >= 0:
+                spans.append((start, start + len(each), mark))
+                start = text.find(each, start + 1)
+    spans.sort(key=lambda span: (span[0], -span[1]))
+    merged: list[tuple[int, int, list[AnyStr]]] = []
+    for start, end, mark in spans:
+        if merged and start < merged[-1][1]:
+            begun, ended, joined = merged[-1]
+            if end > ended:  # reaches past it: its mark joins (one held inside adds none)
+                if mark not in joined:
+                    joined.append(mark)
+                merged[-1] = (begun, end, joined)
+        else:
+            merged.append((start, end, [mark]))
+    parts: list[AnyStr] = []
+    at = 0
+    for stretch in merged:
+        parts.append(text[at : stretch[0]])
+        parts.extend(stretch[2])
+        at = stretch[1]
+    parts.append(text[at:])
+    return empty.join(parts)
 
 
 class Secrets:
@@ -126,19 +164,23 @@ class Secrets:
 
     def redact(self, text: str) -> str:
         """``text`` with every value, and its encodings, replaced by ``[secret NAME]``."""
-        for form, replaced, mark in self._forms:
-            if form in text:
-                for each in replaced:
-                    text = text.replace(each, mark)
-        return text
+        present = [entry for entry in self._forms if entry[0] in text]
+        if len(present) == 1:
+            _, replaced, mark = present[0]
+            for each in replaced:
+                text = text.replace(each, mark)
+            return text
+        return _spans_redacted(text, present, "") if present else text
 
     def redact_bytes(self, data: bytes) -> bytes:
         """`redact` on bytes (UTF-8)."""
-        for form, replaced, mark in self._byte_forms:
-            if form in data:
-                for each in replaced:
-                    data = data.replace(each, mark)
-        return data
+        present = [entry for entry in self._byte_forms if entry[0] in data]
+        if len(present) == 1:
+            _, replaced, mark = present[0]
+            for each in replaced:
+                data = data.replace(each, mark)
+            return data
+        return _spans_redacted(data, present, b"") if present else data
 
     def redact_json(self, value: Any) -> Any:
         """Plain JSON with every string in it redacted, keys too, at any depth.

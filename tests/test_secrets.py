@@ -479,6 +479,17 @@ def test_redaction_covers_the_encodings_and_a_value_split_across_file_blocks(
     assert "[secret OUTER] [secret INNER]" == nested.redact("xx-abcdefgh-yy abcdefgh")
 
 
+def test_two_values_that_overlap_in_one_string_are_both_redacted_whole() -> None:
+    """Where one value ends with what another begins with, the whole stretch goes, under
+    both marks: replacing the first would leave the rest of the second readable."""
+    secrets = pegboard.Secrets({"A": "abcdefgh12", "B": "gh12345678"})
+    text = "x abcdefgh12345678 y, abcdefgh12 and gh12345678"
+    assert "x [secret A][secret B] y, [secret A] and [secret B]" == secrets.redact(text)
+    assert b"x [secret A][secret B] y, [secret A] and [secret B]" == secrets.redact_bytes(
+        text.encode()
+    )
+
+
 def test_what_is_not_covered_is_not_redacted() -> None:
     """A value the tool splits or reverses is not recognized (documented)."""
     secrets = pegboard.Secrets({"TOKEN": TOKEN})
