@@ -173,15 +173,17 @@ async def traced(
 ) -> Outcome:
     """Run ``execute(call)`` in an ``execute_tool`` span and record its duration."""
     trace = found.trace
-    name = call.name if redact is None else redact(call.name)
     context = call.context
+    # The runner's IDs too: a span holds no secret, wherever it came from.
+    plain = (call.name, context.call_id, context.session_id, context.agent)
+    name, call_id, session_id, agent = plain if redact is None else map(redact, plain)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": context.call_id,
+        "gen_ai.tool.call.id": call_id,
         "gen_ai.tool.type": "function",
-        "gen_ai.conversation.id": context.session_id,
-        "gen_ai.agent.name": context.agent,
+        "gen_ai.conversation.id": session_id,
+        "gen_ai.agent.name": agent,
     }
     capture = _capturing(trace_content)
 

@@ -792,3 +792,23 @@ async def test_an_always_approval_saves_no_secret(
         question.resources[0] for question in asked
     ]
     assert [] == leaks(repr(question) for question in asked)
+
+
+async def test_a_span_shows_no_secret_the_runner_put_in_its_ids(
+    leaky: tuple[pegboard.Location, list[pegboard.PermissionRequest]],
+    context: Context,
+    telemetry: Telemetry,
+) -> None:
+    """The call, conversation and agent IDs the runner gives are span attributes too: a
+    secret in them is redacted like one a tool returns."""
+    location, _ = leaky
+    ids = {"call_id": f"call-{TOKEN}", "session_id": f"session-{TOKEN}", "agent": f"{TOKEN}"}
+    await location.prepare().execute(pegboard.ToolCall("plain", {"text": "x"}, context(**ids)))
+    [span] = [span for span in telemetry.finished() if span.name == "execute_tool plain"]
+    attributes = dict(span.attributes or {})
+    assert [] == leaks([json.dumps(attributes)])
+    assert ("call-[secret TOKEN]", "session-[secret TOKEN]", "[secret TOKEN]") == (
+        attributes["gen_ai.tool.call.id"],
+        attributes["gen_ai.conversation.id"],
+        attributes["gen_ai.agent.name"],
+    )
