@@ -26,7 +26,6 @@ from ._json import (
     freeze,
     iter_strings,
     loads,
-    thaw,
 )
 from ._outcome import (
     CallIdentity,
@@ -317,21 +316,32 @@ class Pipeline:
             reason = value.reason
         elif not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
-        # Read once, into a plain copy that is measured and kept: a Mapping that
-        # answers differently when read again cannot slip past the bound.
-        elif (problem := find_problem(plain := thaw(value), max_depth=MAX_DEPTH)) is not None:
-            reason = f"it is not plain JSON: {problem}"
         else:
+            limit = self.limits.max_metadata_bytes
+            # Read once, into a plain copy that is measured and kept: a Mapping that
+            # answers differently when read again cannot slip past the bound. The
+            # walk is iterative and bounded, so no nesting or cycle can exhaust
+            # the stack, and reading stops soon after the limit.
             try:
-                size = len(orjson.dumps(plain))
-            except orjson.JSONEncodeError as error:
-                # Host UIs read metadata as ordinary JSON numbers.
-                reason = f"{error}; send integers beyond 64 bits as strings"
+                plain = copy_within(
+                    value if type(value) is dict else dict(value), max_depth=MAX_DEPTH,
+                    max_bytes=limit,
+                )  # fmt: skip
+            except TooLarge as error:
+                reason = f"it is at least {error.size:,} bytes, over the {limit:,} limit"
+            except CodecError as problem:
+                reason = f"it is not plain JSON: {problem}"
             else:
-                if size <= self.limits.max_metadata_bytes:
-                    kept: Mapping[str, Any] = freeze(plain)
-                    return kept
-                reason = f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
+                try:
+                    size = len(orjson.dumps(plain))
+                except orjson.JSONEncodeError as error:
+                    # Host UIs read metadata as ordinary JSON numbers.
+                    reason = f"{error}; send integers beyond 64 bits as strings"
+                else:
+                    if size <= limit:
+                        kept: Mapping[str, Any] = freeze(plain)
+                        return kept
+                    reason = f"it is {size:,} bytes, over the {limit:,} limit"
         logger.warning(
             "dropped %s from tool %r (call %s): %s", what, name, identity.call_id, reason
         )
