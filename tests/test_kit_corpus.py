@@ -259,7 +259,7 @@ CASES = (
     Case(
         "every_call_fails",
         "examples|generated",
-        "failed",
+        "the service is not configured",
         Part(tool='raise pegboard.ToolFailure("the service is not configured")'),
     ),
     Case(
