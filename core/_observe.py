@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fcntl
 import gc
 import io
 import os
+import select
 import sys
+import termios
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,6 +82,8 @@ class Observer:
         self._threads: set[threading.Thread] = set()
         self._cwd = os.getcwd()
         self._observing = threading.local()
+        self._relay_from = -1  # standard output's pipe, read by the relay thread
+        self._relaying = False
 
     def install(self) -> None:
         """Start watching: audit hook, environment and standard output."""
@@ -85,6 +91,54 @@ class Observer:
         sys.addaudithook(self._hook)
         os.environ = _Environ(os.environ, self)  # noqa: B003 - replaced, not cleared: reads are watched
         sys.stdout = _WatchedOutput(self)
+        self._relay_descriptor()
+
+    def _relay_descriptor(self) -> None:
+        """Make descriptor 1 a pipe whose bytes a thread passes on to standard error.
+
+        What reaches standard output below ``sys.stdout`` (``os.write(1, ...)``,
+        ``sys.__stdout__``, ``sys.stdout.buffer``, a C library) is noted too.
+        """
+        read, write = os.pipe()
+        os.dup2(write, 1)
+        os.close(write)
+        self._relay_from = read
+        thread = threading.Thread(target=self._relay, name="pegboard-stdout", daemon=True)
+        thread.start()
+
+    def _relay(self) -> None:
+        while True:
+            select.select([self._relay_from], [], [])
+            self._relaying = True  # before reading: settle_output waits for it
+            try:
+                data = os.read(self._relay_from, 65536)
+                if not data:
+                    return
+                with contextlib.suppress(OSError):
+                    os.write(2, data)
+                if self.watching and data.strip():
+                    text = data.decode("utf-8", "replace").strip()
+                    where = "descriptor 1, below sys.stdout"
+                    self._record("stdout", f"wrote to standard output: {text[:80]!r}", where)
+            except OSError:
+                return
+            finally:
+                self._relaying = False
+
+    def settle_output(self) -> None:
+        """Wait (at most a second) until what was written to descriptor 1 is relayed."""
+        with contextlib.suppress(Exception):
+            sys.__stdout__.flush()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 1.0
+        pending = bytearray(4)
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(self._relay_from, termios.FIONREAD, pending)
+            except OSError:
+                return
+            if not int.from_bytes(pending, sys.byteorder) and not self._relaying:
+                return
+            time.sleep(0.002)
 
     def baseline(self, folders: tuple[str, ...]) -> None:
         """Remember the process as the plugin's import left it."""
@@ -120,6 +174,8 @@ class Observer:
 
     def take(self) -> list[dict[str, str]]:
         """The events recorded since the last call, oldest first."""
+        if self.watching:
+            self.settle_output()
         with self._lock:
             taken, self._events = self._events, []
         return taken
@@ -236,6 +292,11 @@ class _WatchedOutput(io.TextIOBase):
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+    @property
+    def buffer(self) -> Any:
+        """The bytes below: descriptor 1, relayed to standard error (noted when watched)."""
+        return sys.__stdout__.buffer  # type: ignore[union-attr]
 
 
 def _descriptors() -> set[int]:

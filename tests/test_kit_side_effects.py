@@ -113,6 +113,18 @@ CASES = (
         twin_tool='logging.getLogger("traces").info("working on it")',
     ),
     Case(
+        "stdout_descriptor",
+        "wrote to standard output: 'working on it' (descriptor 1, below sys.stdout)",
+        tool='os.write(1, b"working on it\\n")',
+        twin_tool='os.write(2, b"working on it\\n")',
+    ),
+    Case(
+        "stdout_buffer",
+        "wrote to standard output: 'working on it' (descriptor 1, below sys.stdout)",
+        tool='sys.stdout.buffer.write(b"working on it\\n")',
+        twin_tool='sys.stderr.buffer.write(b"working on it\\n")',
+    ),
+    Case(
         "cwd",
         "changed the working directory to '/'",
         tool='os.chdir("/")',
