@@ -90,6 +90,8 @@ class Observer:
         sys.dont_write_bytecode = True  # imports would write caches: not the plugin's doing
         sys.addaudithook(self._hook)
         os.environ = _Environ(os.environ, self)  # noqa: B003 - replaced, not cleared: reads are watched
+        if os.supports_bytes_environ:
+            os.environb = _Environ(os.environb, self)  # type: ignore[assignment]
         sys.stdout = _WatchedOutput(self)
         self._relay_descriptor()
 
@@ -250,7 +252,7 @@ _PLUMBING = frozenset({"os", "_collections_abc", "collections.abc", __name__})
 
 
 class _Environ(os._Environ[str]):
-    """``os.environ``, telling the observer which names are read.
+    """``os.environ`` (and ``os.environb``), telling the observer which names are read.
 
     The same class (and class name) as the environment of every confined worker,
     watched or not, so a plugin cannot tell the kit's worker from a host's by it.
@@ -267,13 +269,13 @@ class _Environ(os._Environ[str]):
         self._observer = observer
 
     def __getitem__(self, name: str) -> str:
-        self._observer.environment_read(name)
+        self._observer.environment_read(os.fsdecode(name))
         value: str = super().__getitem__(name)
         return value
 
     def __contains__(self, name: object) -> bool:
-        if isinstance(name, str):
-            self._observer.environment_read(name)
+        if isinstance(name, str | bytes):
+            self._observer.environment_read(os.fsdecode(name))
         return super().__contains__(name)
 
 

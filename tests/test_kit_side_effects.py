@@ -107,6 +107,12 @@ CASES = (
         twin_tool='STATE["path"] = os.environ.get("PATH")',
     ),
     Case(
+        "environment_bytes",
+        "read the environment variable 'TRACES_API_KEY'",
+        tool='STATE["key"] = os.getenvb(b"TRACES_API_KEY") or b"TRACES_API_KEY" in os.environb',
+        twin_tool='STATE["path"] = os.environb.get(b"PATH")',
+    ),
+    Case(
         "stdout",
         "printed to standard output: 'working on it'",
         tool='print("working on it")',
