@@ -435,3 +435,22 @@ async def test_run_step_a_listener_that_raises_leaves_no_call_unanswered(
     assert not got["c2"][0]
     assert "on_event raised for the 'started' event of call c1" in caplog.text
     assert "on_event raised for the 'progress' event of call c2" in caplog.text
+
+
+async def test_run_step_provider_state_its_provider_cannot_take_leaves_no_call_unanswered(
+    asking: tuple[pegboard.Location, Tools], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One tool's malformed Anthropic state is dropped with a warning; every call is answered."""
+    location, _ = asking
+
+    async def odd(input: Any, context: pegboard.ToolContext) -> pegboard.ToolResponse:
+        return pegboard.ToolResponse(content="kept", provider_state={"anthropic": "not blocks"})
+
+    location.tools.register({"odd": pegboard.tool(description="Odd state.", execute=odd)})
+    calls = [("c1", "odd", {}), ("c2", "now", {})]
+    items = await anthropic.run_step(
+        location.prepare(), response(anthropic, calls), session_id="s", agent="a"
+    )
+    validate(anthropic, items)
+    assert {"c1": (False, "kept"), "c2": (False, "12:00")} == answers(anthropic, items)
+    assert "dropped the provider state of tool 'odd' (call c1)" in caplog.text
