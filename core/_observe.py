@@ -43,6 +43,13 @@ _FILE_EVENTS = {
     "shutil.rmtree": 0,
     "shutil.copyfile": 1,
 }
+#: Audit events that reach the network: what the report says, the address's position.
+_NETWORK_EVENTS = {
+    "socket.connect": ("connected to", 1),
+    "socket.sendto": ("sent a datagram to", 1),
+    "socket.sendmsg": ("sent a message to", 1),
+    "socket.getaddrinfo": ("looked up", 0),
+}
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 #: The most events of one kind kept: the report needs the first few, not all.
 _KEEP = 20
@@ -214,10 +221,11 @@ class Observer:
                 self._outside(f"{event.split('.')[-1]} on", arguments[position])
         elif event == "os.chdir":
             self._record("cwd", f"changed the working directory to {arguments[0]!r}")
-        elif event in ("socket.connect", "socket.getaddrinfo") and not self._network:
-            address = arguments[1] if event == "socket.connect" else arguments[0]
-            verb = "connected to" if event == "socket.connect" else "looked up"
-            self._record("network", f"{verb} {address!r} with no network granted")
+        elif event in _NETWORK_EVENTS and not self._network:
+            verb, position = _NETWORK_EVENTS[event]
+            address = arguments[position] if len(arguments) > position else None
+            if address is not None:  # sendmsg on a connected socket names none
+                self._record("network", f"{verb} {address!r} with no network granted")
 
     def _outside(self, verb: str, path: object) -> None:
         if not isinstance(path, str | bytes | os.PathLike):

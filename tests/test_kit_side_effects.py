@@ -101,6 +101,17 @@ CASES = (
         """,
     ),
     Case(
+        "datagram",
+        "sent a datagram to ('127.0.0.1', 9) with no network granted",
+        tool="""
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.sendto(b"ping", ("127.0.0.1", 9))
+                except OSError:
+                    pass
+        """,
+    ),
+    Case(
         "environment",
         "read the environment variable 'TRACES_API_KEY'",
         tool='STATE["key"] = os.environ.get("TRACES_API_KEY")',
