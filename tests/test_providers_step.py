@@ -454,3 +454,21 @@ async def test_run_step_provider_state_its_provider_cannot_take_leaves_no_call_u
     validate(anthropic, items)
     assert {"c1": (False, "kept"), "c2": (False, "12:00")} == answers(anthropic, items)
     assert "dropped the provider state of tool 'odd' (call c1)" in caplog.text
+
+
+async def test_run_step_openai_chat_sends_every_calls_media_in_one_user_message(
+    asking: tuple[pegboard.Location, Tools],
+) -> None:
+    """Two calls with images: the tool messages, then one user message holding both."""
+    location, made = asking
+    made.first.set()
+    calls = [("m1", "fast", "{}"), ("t1", "now", "{}"), ("m2", "fast", "{}")]
+    items = await openai_chat.run_step(
+        location.prepare(), response(openai_chat, calls), session_id="s", agent="a"
+    )
+    validate(openai_chat, items)
+    assert ["tool", "tool", "tool", "user"] == [message["role"] for message in items]
+    parts = items[-1]["content"]
+    intros = [part["text"] for part in parts if part["type"] == "text"]
+    assert ["m1", "m2"] == [intro.split()[5] for intro in intros]
+    assert 2 == sum(part["type"] == "image_url" for part in parts)
