@@ -19,12 +19,32 @@ __all__ = (
 )
 
 
+#: The longest MIME type a media item takes: RFC 6838 allows 127 characters for
+#: each of type and subtype. The MIME type reaches the model as text (a provider
+#: that cannot take the media names it instead), so it is bounded here.
+_MAX_MIME_TYPE = 255
+
+
 def _mime(kind: str) -> Callable[[object, attrs.Attribute[str], object], None]:
     def check(_: object, attribute: attrs.Attribute[str], value: object) -> None:
         if not isinstance(value, str) or not value.startswith(f"{kind}/"):
-            raise ValueError(f"{attribute.name} must be a {kind}/* MIME type, got {value!r}")
+            raise ValueError(f"{attribute.name} must be a {kind}/* MIME type, got {_shown(value)}")
+        if len(value) > _MAX_MIME_TYPE or not value.isprintable():
+            raise ValueError(
+                f"{attribute.name} must be a {kind}/* MIME type of at most {_MAX_MIME_TYPE} "
+                f"printable characters on one line, got {_shown(value)}"
+            )
 
     return check
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message, cut short when long."""
+    text = repr(value)
+    if len(text) <= 80:
+        return text
+    size = f" ({len(value):,} characters)" if isinstance(value, str) else ""
+    return f"{text[:60]}...{size}"
 
 
 def _audience(value: object) -> tuple[Literal["user", "assistant"], ...] | None:

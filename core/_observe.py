@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fcntl
 import gc
 import io
 import os
+import select
 import sys
+import termios
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +42,13 @@ _FILE_EVENTS = {
     "os.link": 1,
     "shutil.rmtree": 0,
     "shutil.copyfile": 1,
+}
+#: Audit events that reach the network: what the report says, the address's position.
+_NETWORK_EVENTS = {
+    "socket.connect": ("connected to", 1),
+    "socket.sendto": ("sent a datagram to", 1),
+    "socket.sendmsg": ("sent a message to", 1),
+    "socket.getaddrinfo": ("looked up", 0),
 }
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 #: The most events of one kind kept: the report needs the first few, not all.
@@ -78,13 +89,65 @@ class Observer:
         self._threads: set[threading.Thread] = set()
         self._cwd = os.getcwd()
         self._observing = threading.local()
+        self._relay_from = -1  # standard output's pipe, read by the relay thread
+        self._relaying = False
 
     def install(self) -> None:
         """Start watching: audit hook, environment and standard output."""
         sys.dont_write_bytecode = True  # imports would write caches: not the plugin's doing
         sys.addaudithook(self._hook)
         os.environ = _Environ(os.environ, self)  # noqa: B003 - replaced, not cleared: reads are watched
+        if os.supports_bytes_environ:
+            os.environb = _Environ(os.environb, self)  # type: ignore[assignment]
         sys.stdout = _WatchedOutput(self)
+        self._relay_descriptor()
+
+    def _relay_descriptor(self) -> None:
+        """Make descriptor 1 a pipe whose bytes a thread passes on to standard error.
+
+        What reaches standard output below ``sys.stdout`` (``os.write(1, ...)``,
+        ``sys.__stdout__``, ``sys.stdout.buffer``, a C library) is noted too.
+        """
+        read, write = os.pipe()
+        os.dup2(write, 1)
+        os.close(write)
+        self._relay_from = read
+        thread = threading.Thread(target=self._relay, name="pegboard-stdout", daemon=True)
+        thread.start()
+
+    def _relay(self) -> None:
+        while True:
+            select.select([self._relay_from], [], [])
+            self._relaying = True  # before reading: settle_output waits for it
+            try:
+                data = os.read(self._relay_from, 65536)
+                if not data:
+                    return
+                with contextlib.suppress(OSError):
+                    os.write(2, data)
+                if self.watching and data.strip():
+                    text = data.decode("utf-8", "replace").strip()
+                    where = "descriptor 1, below sys.stdout"
+                    self._record("stdout", f"wrote to standard output: {text[:80]!r}", where)
+            except OSError:
+                return
+            finally:
+                self._relaying = False
+
+    def settle_output(self) -> None:
+        """Wait (at most a second) until what was written to descriptor 1 is relayed."""
+        with contextlib.suppress(Exception):
+            sys.__stdout__.flush()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 1.0
+        pending = bytearray(4)
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(self._relay_from, termios.FIONREAD, pending)
+            except OSError:
+                return
+            if not int.from_bytes(pending, sys.byteorder) and not self._relaying:
+                return
+            time.sleep(0.002)
 
     def baseline(self, folders: tuple[str, ...]) -> None:
         """Remember the process as the plugin's import left it."""
@@ -120,6 +183,8 @@ class Observer:
 
     def take(self) -> list[dict[str, str]]:
         """The events recorded since the last call, oldest first."""
+        if self.watching:
+            self.settle_output()
         with self._lock:
             taken, self._events = self._events, []
         return taken
@@ -156,10 +221,11 @@ class Observer:
                 self._outside(f"{event.split('.')[-1]} on", arguments[position])
         elif event == "os.chdir":
             self._record("cwd", f"changed the working directory to {arguments[0]!r}")
-        elif event in ("socket.connect", "socket.getaddrinfo") and not self._network:
-            address = arguments[1] if event == "socket.connect" else arguments[0]
-            verb = "connected to" if event == "socket.connect" else "looked up"
-            self._record("network", f"{verb} {address!r} with no network granted")
+        elif event in _NETWORK_EVENTS and not self._network:
+            verb, position = _NETWORK_EVENTS[event]
+            address = arguments[position] if len(arguments) > position else None
+            if address is not None:  # sendmsg on a connected socket names none
+                self._record("network", f"{verb} {address!r} with no network granted")
 
     def _outside(self, verb: str, path: object) -> None:
         if not isinstance(path, str | bytes | os.PathLike):
@@ -194,7 +260,7 @@ _PLUMBING = frozenset({"os", "_collections_abc", "collections.abc", __name__})
 
 
 class _Environ(os._Environ[str]):
-    """``os.environ``, telling the observer which names are read.
+    """``os.environ`` (and ``os.environb``), telling the observer which names are read.
 
     The same class (and class name) as the environment of every confined worker,
     watched or not, so a plugin cannot tell the kit's worker from a host's by it.
@@ -211,13 +277,13 @@ class _Environ(os._Environ[str]):
         self._observer = observer
 
     def __getitem__(self, name: str) -> str:
-        self._observer.environment_read(name)
+        self._observer.environment_read(os.fsdecode(name))
         value: str = super().__getitem__(name)
         return value
 
     def __contains__(self, name: object) -> bool:
-        if isinstance(name, str):
-            self._observer.environment_read(name)
+        if isinstance(name, str | bytes):
+            self._observer.environment_read(os.fsdecode(name))
         return super().__contains__(name)
 
 
@@ -236,6 +302,11 @@ class _WatchedOutput(io.TextIOBase):
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+    @property
+    def buffer(self) -> Any:
+        """The bytes below: descriptor 1, relayed to standard error (noted when watched)."""
+        return sys.__stdout__.buffer  # type: ignore[union-attr]
 
 
 def _descriptors() -> set[int]:

@@ -26,7 +26,6 @@ from ._json import (
     freeze,
     iter_strings,
     loads,
-    thaw,
 )
 from ._outcome import (
     CallIdentity,
@@ -318,15 +317,19 @@ class Pipeline:
         elif not isinstance(value, Mapping):
             reason = f"it is a {type(value).__name__}, not a JSON object"
         else:
+            limit = self.limits.max_metadata_bytes
             # Read once, into a plain copy that is measured and kept: a Mapping that
-            # answers differently when read again cannot slip past the bound.
+            # answers differently when read again cannot slip past the bound. The
+            # walk is iterative and bounded, so no nesting or cycle can exhaust
+            # the stack, and reading stops soon after the limit.
             try:
-                plain = thaw(value, max_depth=MAX_DEPTH)
-            except CodecError as error:  # nested too deep, or holds itself
-                problem: CodecError | None = error
-            else:
-                problem = find_problem(plain, max_depth=MAX_DEPTH)
-            if problem is not None:
+                plain = copy_within(
+                    value if type(value) is dict else dict(value), max_depth=MAX_DEPTH,
+                    max_bytes=limit,
+                )  # fmt: skip
+            except TooLarge as error:
+                reason = f"it is at least {error.size:,} bytes, over the {limit:,} limit"
+            except CodecError as problem:
                 reason = f"it is not plain JSON: {problem}"
             else:
                 try:
@@ -335,12 +338,10 @@ class Pipeline:
                     # Host UIs read metadata as ordinary JSON numbers.
                     reason = f"{error}; send integers beyond 64 bits as strings"
                 else:
-                    if size <= self.limits.max_metadata_bytes:
+                    if size <= limit:
                         kept: Mapping[str, Any] = freeze(plain)
                         return kept
-                    reason = (
-                        f"it is {size:,} bytes, over the {self.limits.max_metadata_bytes:,} limit"
-                    )
+                    reason = f"it is {size:,} bytes, over the {limit:,} limit"
         logger.warning(
             "dropped %s from tool %r (call %s): %s", what, name, identity.call_id, reason
         )

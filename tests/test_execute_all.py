@@ -217,3 +217,21 @@ async def test_law_per_call_rejection_a_rejected_permission_is_that_calls_failed
     assert write.error.metadata is not None
     assert write.error.metadata["action"]
     assert not (workspace / "a.txt").exists()
+
+
+async def test_law_per_call_rejection_a_rejected_permission_alone_in_its_step_is_its_failed_outcome(
+    host: pegboard.Host, workspace: Any, storage_dir: Any, context: Context
+) -> None:
+    """A step of one call takes the same path: the bare Reject() is its Failed outcome."""
+
+    async def says_no(request: pegboard.PermissionRequest) -> pegboard.Reject:
+        return pegboard.Reject()
+
+    async with host.location(
+        workspace, plugins=["builtin"], storage=storage_dir, approver=says_no
+    ) as location:
+        call = pegboard.ToolCall("write", {"path": "a.txt", "content": "x"}, context("c1"))
+        (write,) = await location.prepare().execute_all([call])
+    assert isinstance(write, pegboard.Failed)
+    assert ("rejected", "c1") == (write.error.kind, write.call and write.call.call_id)
+    assert not (workspace / "a.txt").exists()

@@ -256,3 +256,32 @@ def test_a_sync_tool_that_never_returns_is_reported_and_the_checks_end(
     assert "FAIL examples [asyncio]" in out
     assert "did not settle within 1 s" in out
     assert time.monotonic() - started < 60
+
+
+def test_pegboard_check_prints_each_verdict_as_soon_as_it_is_known(write: Write) -> None:
+    """The example waits for a file the test makes only once the first verdict is
+    printed: printed at the end, the example would time out and fail.
+    """
+    body = """
+        from pathlib import Path
+        go = Path(__file__).with_name("go")
+        while not go.exists():
+            await anyio.sleep(0.05)
+    """
+    path = write("streams", probe(body))
+    command = [sys.executable, "-m", "pegboard", "check", f"{path}:TestPlugin"]
+    options = ["--backend", "asyncio", "--timeout", "30", "--only", "definitions"]
+    with subprocess.Popen(
+        [*command, *options, "--only", "examples"], stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if line.startswith("PASS definitions"):
+                break
+        assert process.poll() is None, "".join(seen)
+        path.with_name("go").touch()
+        rest = process.stdout.read()
+        assert 0 == process.wait(60), "".join(seen) + rest
+    assert "PASS examples [asyncio]" in rest

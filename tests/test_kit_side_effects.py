@@ -101,16 +101,45 @@ CASES = (
         """,
     ),
     Case(
+        "datagram",
+        "sent a datagram to ('127.0.0.1', 9) with no network granted",
+        tool="""
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.sendto(b"ping", ("127.0.0.1", 9))
+                except OSError:
+                    pass
+        """,
+    ),
+    Case(
         "environment",
         "read the environment variable 'TRACES_API_KEY'",
         tool='STATE["key"] = os.environ.get("TRACES_API_KEY")',
         twin_tool='STATE["path"] = os.environ.get("PATH")',
     ),
     Case(
+        "environment_bytes",
+        "read the environment variable 'TRACES_API_KEY'",
+        tool='STATE["key"] = os.getenvb(b"TRACES_API_KEY") or b"TRACES_API_KEY" in os.environb',
+        twin_tool='STATE["path"] = os.environb.get(b"PATH")',
+    ),
+    Case(
         "stdout",
         "printed to standard output: 'working on it'",
         tool='print("working on it")',
         twin_tool='logging.getLogger("traces").info("working on it")',
+    ),
+    Case(
+        "stdout_descriptor",
+        "wrote to standard output: 'working on it' (descriptor 1, below sys.stdout)",
+        tool='os.write(1, b"working on it\\n")',
+        twin_tool='os.write(2, b"working on it\\n")',
+    ),
+    Case(
+        "stdout_buffer",
+        "wrote to standard output: 'working on it' (descriptor 1, below sys.stdout)",
+        tool='sys.stdout.buffer.write(b"working on it\\n")',
+        twin_tool='sys.stderr.buffer.write(b"working on it\\n")',
     ),
     Case(
         "cwd",

@@ -554,6 +554,51 @@ async def test_law_metadata_opt_in_metadata_from_any_mapping_is_copied_once_and_
     assert type(metadata) is pegboard.FrozenDict
 
 
+def _cyclic() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["again"] = loop
+    return loop
+
+
+def _deep() -> dict[str, Any]:
+    nested: list[Any] = []
+    for _ in range(5_000):
+        nested = [nested]
+    return {"deep": nested}
+
+
+@pytest.mark.parametrize("where", ["response", "failure", "provider_state"])
+@pytest.mark.parametrize("shape", [_cyclic, _deep], ids=["cyclic", "deep"])
+async def test_law_metadata_opt_in_metadata_nested_past_the_bound_is_dropped_not_a_defect(
+    location: pegboard.Location,
+    context: Context,
+    where: str,
+    shape: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Metadata (or provider state) nested 5,000 deep, or holding itself, is read
+    only to the depth bound: dropped with a warning, the call settled as usual.
+    """
+
+    @pegboard.tool(description="Bottomless metadata.")
+    async def bottomless(input: Any, ctx: pegboard.ToolContext) -> Any:
+        if where == "failure":
+            raise pegboard.ToolFailure("no", metadata=shape())
+        if where == "provider_state":
+            return pegboard.ToolResponse(content="ok", provider_state={"anthropic": shape()})
+        return pegboard.ToolResponse(content="ok", metadata=shape())
+
+    location.tools.register({"bottomless": bottomless})
+    outcome = await call(location, "bottomless", "{}", context())
+    if where == "failure":
+        assert isinstance(outcome, pegboard.Failed)
+        assert outcome.error.metadata is None
+    else:
+        assert isinstance(outcome, pegboard.Completed)
+        assert (None, None) == (outcome.metadata, outcome.provider_state)
+    assert "nests deeper than 64 levels" in caplog.text
+
+
 async def test_law_durable_identity(location: pegboard.Location, context: Context) -> None:
     """Law 5: outcomes carry exactly the IDs the runner supplied, and so does the tool's context."""
     seen: list[pegboard.ToolContext] = []

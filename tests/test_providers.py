@@ -657,21 +657,26 @@ def _many(count: int) -> Any:
     return request
 
 
-@pytest.mark.parametrize("provider", [openai_chat, openai_responses], ids=["chat", "responses"])
+@pytest.mark.parametrize(
+    ("provider", "limit"),
+    [(openai_chat, 128), (openai_responses, 128), (gemini, 512)],
+    ids=["chat", "responses", "gemini"],
+)
 def test_tools_raises_compatibility_error_past_a_providers_documented_tool_count_limit(
-    provider: Any,
+    provider: Any, limit: int
 ) -> None:
-    """OpenAI takes at most 128 tools: 128 render, 130 are one clear error naming the 129th."""
-    validate_tools(provider, provider.tools(_many(128)))
+    """OpenAI takes at most 128 tools and Gemini 512: the limit renders, two more are
+    one clear error naming the first tool past it.
+    """
+    validate_tools(provider, provider.tools(_many(limit)))
     with pytest.raises(CompatibilityError) as caught:
-        provider.tools(_many(130))
+        provider.tools(_many(limit + 2))
     error = caught.value
-    assert ("max_tools", "tool_128") == (error.rule, error.tool)
-    assert "at most 128 tools in one request and this one has 130" in str(error)
+    assert ("max_tools", f"tool_{limit}") == (error.rule, error.tool)
+    assert f"at most {limit} tools in one request and this one has {limit + 2}" in str(error)
     assert "defer" in str(error)
 
 
-@pytest.mark.parametrize("provider", [anthropic, gemini], ids=["anthropic", "gemini"])
-def test_providers_without_a_documented_tool_count_limit_take_many_tools(provider: Any) -> None:
-    """Anthropic and Gemini document no per-request maximum: 130 tools render."""
-    validate_tools(provider, provider.tools(_many(130)))
+def test_providers_without_a_documented_tool_count_limit_take_many_tools() -> None:
+    """Anthropic documents no per-request maximum: 600 tools render."""
+    validate_tools(anthropic, anthropic.tools(_many(600)))

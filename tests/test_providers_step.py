@@ -435,3 +435,40 @@ async def test_run_step_a_listener_that_raises_leaves_no_call_unanswered(
     assert not got["c2"][0]
     assert "on_event raised for the 'started' event of call c1" in caplog.text
     assert "on_event raised for the 'progress' event of call c2" in caplog.text
+
+
+async def test_run_step_provider_state_its_provider_cannot_take_leaves_no_call_unanswered(
+    asking: tuple[pegboard.Location, Tools], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One tool's malformed Anthropic state is dropped with a warning; every call is answered."""
+    location, _ = asking
+
+    async def odd(input: Any, context: pegboard.ToolContext) -> pegboard.ToolResponse:
+        return pegboard.ToolResponse(content="kept", provider_state={"anthropic": "not blocks"})
+
+    location.tools.register({"odd": pegboard.tool(description="Odd state.", execute=odd)})
+    calls = [("c1", "odd", {}), ("c2", "now", {})]
+    items = await anthropic.run_step(
+        location.prepare(), response(anthropic, calls), session_id="s", agent="a"
+    )
+    validate(anthropic, items)
+    assert {"c1": (False, "kept"), "c2": (False, "12:00")} == answers(anthropic, items)
+    assert "dropped the provider state of tool 'odd' (call c1)" in caplog.text
+
+
+async def test_run_step_openai_chat_sends_every_calls_media_in_one_user_message(
+    asking: tuple[pegboard.Location, Tools],
+) -> None:
+    """Two calls with images: the tool messages, then one user message holding both."""
+    location, made = asking
+    made.first.set()
+    calls = [("m1", "fast", "{}"), ("t1", "now", "{}"), ("m2", "fast", "{}")]
+    items = await openai_chat.run_step(
+        location.prepare(), response(openai_chat, calls), session_id="s", agent="a"
+    )
+    validate(openai_chat, items)
+    assert ["tool", "tool", "tool", "user"] == [message["role"] for message in items]
+    parts = items[-1]["content"]
+    intros = [part["text"] for part in parts if part["type"] == "text"]
+    assert ["m1", "m2"] == [intro.split()[5] for intro in intros]
+    assert 2 == sum(part["type"] == "image_url" for part in parts)

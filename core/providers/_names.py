@@ -6,11 +6,22 @@ import re
 
 from ._errors import CompatibilityError
 
-__all__ = ("ANTHROPIC", "GEMINI", "OPENAI", "OPENAI_MAX_TOOLS", "check_count", "check_name")
+__all__ = (
+    "ANTHROPIC",
+    "GEMINI",
+    "GEMINI_MAX_TOOLS",
+    "OPENAI",
+    "OPENAI_MAX_TOOLS",
+    "check_count",
+    "check_name",
+)
 
 #: OpenAI's documented maximum of functions in one request ("A max of 128
-#: functions are supported"). Anthropic and Gemini document none per request.
+#: functions are supported"). Anthropic documents none per request.
 OPENAI_MAX_TOOLS = 128
+#: Gemini's documented maximum of function declarations ("Maximum 512 function
+#: declarations can be provided", google-genai's ``Tool.function_declarations``).
+GEMINI_MAX_TOOLS = 512
 
 OPENAI = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 ANTHROPIC = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")

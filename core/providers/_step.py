@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import attrs
 
 import pegboard
 
 __all__ = ("Found", "plain", "settle")
+
+logger = logging.getLogger("pegboard")
 
 #: One tool call read from a response: call ID, tool name, raw input.
 Found = tuple[str, str, object]
@@ -62,6 +67,22 @@ async def settle(
         on_event=on_event,
     )
     return [
-        interrupted(call, answer) if isinstance(answer, str) else result(answer)
+        interrupted(call, answer) if isinstance(answer, str) else _rendered(answer, result)
         for call, answer in answered
     ]
+
+
+def _rendered(outcome: pegboard.Outcome, result: Callable[[pegboard.Outcome], Any]) -> Any:
+    """``result(outcome)``; provider state the provider cannot take is dropped, with a
+    warning, so that one tool's state leaves no call of the step unanswered.
+    """
+    try:
+        return result(outcome)
+    except ValueError as error:
+        if not isinstance(outcome, pegboard.Completed) or outcome.provider_state is None:
+            raise
+        call_id = outcome.call.call_id if outcome.call is not None else "?"
+        logger.warning(
+            "dropped the provider state of tool %r (call %s): %s", outcome.name, call_id, error
+        )
+        return result(attrs.evolve(outcome, provider_state=None))

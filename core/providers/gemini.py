@@ -9,7 +9,8 @@ import pegboard
 
 from ._answer import Answer, answer, interruption, left_out, media, text_of
 from ._names import GEMINI as NAMES
-from ._names import check_name
+from ._names import GEMINI_MAX_TOOLS as MAX_TOOLS
+from ._names import check_count, check_name
 from ._search import no_native_search
 from ._step import Found, field, plain, settle
 from ._strict import parameters
@@ -45,12 +46,14 @@ def tools(
     Gemini has no strict switch on a declaration (schema adherence is the
     ``VALIDATED`` function-calling mode), so ``strict`` changes nothing here.
     Raises `pegboard.providers.CompatibilityError` for a name or schema Gemini
-    cannot take. Deferred tools are found through the portable ``search_tools``
+    cannot take, and past Gemini's documented maximum of 512 function
+    declarations. Deferred tools are found through the portable ``search_tools``
     among the definitions: Gemini has no native tool search, so
     ``native_search=True`` raises `CompatibilityError`.
     """
     if native_search:
         raise no_native_search(PROVIDER)
+    check_count([definition.name for definition in request.definitions], MAX_TOOLS, PROVIDER)
     declarations = []
     for definition in request.definitions:
         check_name(definition.name, NAMES, PROVIDER)

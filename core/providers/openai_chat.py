@@ -138,8 +138,8 @@ async def run_step(
 ) -> list[dict[str, Any]]:
     """Execute every tool call of a ``ChatCompletion`` (the SDK object or its dict)
     concurrently and return the messages the host appends, in the order OpenAI
-    requires: one ``tool`` message per call ID, in call order, then the ``user``
-    messages carrying media.
+    requires: one ``tool`` message per call ID, in call order, then one ``user``
+    message carrying the media of every call (each introduced by its call ID).
 
     Every call is answered whatever happens: its outcome; a call past
     ``timeout`` seconds, or whose tool raised (reported to ``on_event`` as a
@@ -174,4 +174,7 @@ async def run_step(
         interrupted=interrupted,
     )
     messages = [rendered[0] for rendered in answers]
-    return messages + [extra for rendered in answers for extra in rendered[1:]]
+    media = [part for rendered in answers for extra in rendered[1:] for part in extra["content"]]
+    if media:  # one user message after every tool message, each call's media introduced
+        messages.append({"role": "user", "content": media})
+    return messages

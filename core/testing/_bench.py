@@ -7,6 +7,7 @@ import functools
 import itertools
 import logging
 import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -158,14 +159,22 @@ class Bench:
         #: The watchdog over the whole run, while the blocking check is among the checks.
         self.dog: Watchdog | None = None
         self._warm: set[str] = set()
-        self._folders = itertools.count(1)
         self._calls = itertools.count(1)
         self._session = str(uuid.uuid4())
 
-    async def seed(self, label: str) -> Path:
-        """A fresh root folder holding the subject's files."""
-        root = self.directory / f"{next(self._folders):02d}-{label}" / "location"
-        await anyio.to_thread.run_sync(seed_files, root, self.subject.files)
+    async def seed(self) -> Path:
+        """A fresh root folder holding the subject's files.
+
+        Named as any temporary folder is (``tmpXXXXXXXX`` in the system's temporary
+        directory), as a host's might be: nothing in the path a plugin sees says
+        that the kit runs it.
+        """
+        root = Path(await anyio.to_thread.run_sync(tempfile.mkdtemp))
+        try:
+            await anyio.to_thread.run_sync(seed_files, root, self.subject.files)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
         return root
 
     @contextlib.asynccontextmanager
@@ -177,7 +186,7 @@ class Bench:
         With ``require_active`` (the default) a plugin that did not activate
         makes the calling check `NotJudged`: the activation check reports it.
         """
-        root = await self.seed(label)
+        root = await self.seed()
         # A closed Location's folder goes with it, so a plugin that keeps using one
         # (a module global holding the first root it saw) fails visibly afterwards.
         cleanup = contextlib.AsyncExitStack()
