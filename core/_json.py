@@ -443,37 +443,12 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def thaw(value: Any, *, max_depth: int | None = None) -> Any:
-    """A deep mutable copy of plain JSON (undoes `freeze`): any mapping a dict, any
-    list or tuple a list.
-
-    With ``max_depth``, a value nested deeper than that many containers (a value
-    that holds itself is) raises `CodecError` naming where, before the copy goes
-    any deeper.
-    """
-    if max_depth is not None:
-        return _thaw_within(value, max_depth, None, max_depth)
+def thaw(value: Any) -> Any:
+    """A deep mutable copy of plain JSON (undoes `freeze`)."""
     if isinstance(value, Mapping):
         return {key: thaw(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [thaw(item) for item in value]
-    return value
-
-
-def _thaw_within(value: Any, left: int, path: _Path, max_depth: int) -> Any:
-    if isinstance(value, Mapping):
-        if not left:
-            raise _too_deep(path, max_depth)
-        return {
-            key: _thaw_within(item, left - 1, (path, key), max_depth) for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        if not left:
-            raise _too_deep(path, max_depth)
-        return [
-            _thaw_within(item, left - 1, (path, index), max_depth)
-            for index, item in enumerate(value)
-        ]
     return value
 
 
