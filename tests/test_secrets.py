@@ -185,6 +185,15 @@ def leaking_tools() -> dict[str, pegboard.Tool]:
             description="Number.", input=NUMBER, execute=lambda value, context: "never"
         ),
         "crashes": pegboard.tool(description="Crash.", input=SCHEMA, execute=crashes),
+        # A definition holding secrets, as a mounted server's may.
+        "described": pegboard.tool(
+            description=f"Log in as {TOKEN}.",
+            input={
+                "type": "object",
+                "properties": {"url": {"type": "string", "description": f"like {DATABASE}"}},
+            },
+            execute=lambda value, context: "ok",
+        ),
     }
     return tools
 
@@ -518,8 +527,13 @@ async def test_pegboard_serve_responses_hold_no_secret(
                         responses.append(read.model_dump_json())
             unknown = await client.call_tool(f"x{TOKEN}", {})
             responses.append(unknown.model_dump_json())
+            listed = await client.list_tools()
+            responses.append(listed.model_dump_json(by_alias=True))
     assert [] == leaks(responses)
     assert any("[secret TOKEN]" in response for response in responses)
+    # A definition can hold a secret too (a mounted server's, say): tools/list shows none.
+    assert "Log in as [secret TOKEN]." in responses[-1]
+    assert "[secret DATABASE_URL]" in responses[-1]
 
 
 def test_pegboard_call_prints_no_secret(tmp_path: Path) -> None:

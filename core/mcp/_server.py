@@ -132,12 +132,16 @@ class Listing:
     schemas: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
     @classmethod
-    def of(cls, definitions: tuple[ToolDefinition, ...]) -> Listing:
+    def of(
+        cls, definitions: tuple[ToolDefinition, ...], redact: Callable[[str], str] = str
+    ) -> Listing:
+        """The listing of ``definitions``, every text in them passed through ``redact``:
+        a definition from a mounted server, say, may hold a host's secret."""
         tools, wrapped = [], set()
         for definition in definitions:
             output = None
             if definition.output_schema is not None:
-                output = thaw(definition.output_schema)
+                output = _redacted(thaw(definition.output_schema), redact)
                 # MCP wants objects here (through 2025-11-25): wrap anything else.
                 if output.get("type") != "object":
                     output = {
@@ -149,9 +153,9 @@ class Listing:
             tools.append(
                 types.Tool(
                     name=definition.name,
-                    title=definition.title,
-                    description=definition.description,
-                    input_schema=thaw(definition.input_schema),
+                    title=None if definition.title is None else redact(definition.title),
+                    description=redact(definition.description),
+                    input_schema=_redacted(thaw(definition.input_schema), redact),
                     output_schema=output,
                     annotations=to_mcp_annotations(definition.annotations),
                     # Any call can run as a task, and none has to.
@@ -160,6 +164,17 @@ class Listing:
             )
         schemas = {tool.name: tool.input_schema for tool in tools}
         return cls(definitions, tools, frozenset(wrapped), schemas)
+
+
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """Plain JSON with every string in it, keys too, passed through ``redact``."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(key): _redacted(item, redact) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item, redact) for item in value]
+    return value
 
 
 def _version() -> str:
@@ -254,7 +269,7 @@ class LocationServer(Server[Run]):
         """The MCP tools for ``definitions``, rebuilt only when they change."""
         listing = self._listing
         if listing.definitions is not definitions and listing.definitions != definitions:
-            listing = self._listing = Listing.of(definitions)
+            listing = self._listing = Listing.of(definitions, self.location.redact)
         return listing
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
