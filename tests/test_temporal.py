@@ -550,9 +550,15 @@ def test_import_pegboard_does_not_import_temporalio() -> None:
     assert "False" == result.stdout.strip()
 
 
-def start_polling(command: list[str]) -> subprocess.Popen[str]:
+#: A host secret `pegboard worker --secret` reads from its environment.
+WORKER_TOKEN = "wk_7Hq2Lm9Zt4Rv1Xc8"
+
+
+def start_polling(
+    command: list[str], environment: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """Start `pegboard worker` and return once it says it polls."""
-    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=environment)
     assert worker.stderr is not None
     while "polling task queue" not in (line := worker.stderr.readline()):
         assert line, "pegboard worker stopped before polling"
@@ -567,7 +573,7 @@ async def test_pegboard_worker_serves_a_locations_tools_under_its_rules(
     """`pegboard worker` runs the builtin read for a workflow; what its rules do not allow
     fails for good (a worker has nobody to ask), naming the rule that would allow it.
     """
-    (tmp_path / "allowed.txt").write_text("hello from the worker\n")
+    (tmp_path / "allowed.txt").write_text(f"hello from the worker {WORKER_TOKEN}\n")
     (tmp_path / "secret.txt").write_text("no\n")
     queue = f"cli-{uuid.uuid4().hex[:8]}"
     command = [
@@ -585,13 +591,19 @@ async def test_pegboard_worker_serves_a_locations_tools_under_its_rules(
         "read:allowed.txt",
         "--journal",
         str(tmp_path / "journal.db"),
+        "--secret",
+        "WORKER_TOKEN",
     ]
-    worker = start_polling(command)
+    worker = start_polling(command, {**os.environ, "WORKER_TOKEN": WORKER_TOKEN})
     try:
         async with flows(temporal_server) as (client, flows_queue):
             read = {"name": "read", "call_id": "read-1", "input": '{"path": "allowed.txt"}'}
             (outcome,) = await run_calls(client, flows_queue, queue, [read])
-            assert "hello from the worker" in outcome["content"][0]["text"]
+            shown = outcome["content"][0]["text"]
+            assert ("hello from the worker [secret WORKER_TOKEN]", False) == (
+                shown.splitlines()[0].split("\t")[-1],
+                WORKER_TOKEN in json.dumps(outcome),
+            )
             secret = {"name": "read", "call_id": "read-2", "input": '{"path": "secret.txt"}'}
             with pytest.raises(WorkflowFailureError) as failure:
                 await run_calls(client, flows_queue, queue, [secret])

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import Exit, UsageError, add_location_options, check_trust, path, warn
+from ._common import (
+    Exit,
+    UsageError,
+    add_location_options,
+    add_secret_options,
+    check_trust,
+    path,
+    secret_values,
+    warn,
+)
 from ._rules import add_permission_options, host_rules
 from ._sandbox import add_sandbox_options, sandbox_settings, say_sandbox
 
@@ -46,6 +55,7 @@ def add(commands: Any) -> None:
     add_location_options(worker)
     add_sandbox_options(worker)
     add_permission_options(worker)
+    add_secret_options(worker)
     worker.set_defaults(run=run)
 
 
@@ -84,12 +94,15 @@ async def _work(arguments: argparse.Namespace, rules: list[Any], sandbox: dict[s
     from pegboard import Host, SQLiteJournal
     from pegboard.temporal import ToolActivities
 
+    secrets = secret_values(arguments)
+
     def open_location() -> Any:
         return Host().location(
             arguments.location,
             plugins=arguments.plugins,
             trusted=arguments.trust,
             permissions=rules,
+            secrets=secrets,
             **sandbox,
         )
 
