@@ -212,17 +212,27 @@ async def _holding(
     execute: Callable[[ToolCall], Awaitable[Outcome]],
     call: ToolCall,
 ) -> Outcome:
-    """``execute(call)`` while renewing the claim every third of the lease."""
+    """``execute(call)`` while renewing the claim every third of the lease.
+
+    A renewal the journal cannot make stops the call: its claim would lapse while
+    the tool still runs, and another process could run it too. The journal's own
+    error is raised then, as it raised it.
+    """
     result: list[Outcome] = []
     defects: list[Exception] = []
 
-    async def renewing() -> None:
+    async def renewing(group: anyio.abc.TaskGroup) -> None:
         while True:
             await anyio.sleep(journal.lease / 3)
-            await journal.renew(session_id, call_id, token)
+            try:
+                await journal.renew(session_id, call_id, token)
+            except Exception as error:  # noqa: BLE001 - raised below, in place of the call
+                defects.append(error)
+                group.cancel_scope.cancel()
+                return
 
     async with anyio.create_task_group() as group:
-        group.start_soon(renewing)
+        group.start_soon(renewing, group)
         try:
             result.append(await execute(call))
         except Exception as defect:  # noqa: BLE001 - re-raised unchanged below

@@ -278,6 +278,33 @@ async def test_a_claim_is_renewed_while_its_tool_runs(
     assert 2 == len(outcomes)
 
 
+class StoreDown(pegboard.SQLiteJournal):
+    """A journal whose store stops taking renewals once the call has begun."""
+
+    async def renew(self, session_id: str, call_id: str, token: str) -> None:
+        raise OSError("the journal's disk is gone")
+
+
+async def test_a_renewal_the_journal_cannot_make_stops_the_call_with_its_error(
+    location: pegboard.Location, counted: Counted, tmp_path: Path, context: Context
+) -> None:
+    """A claim that cannot be renewed would lapse while its tool runs, and another process
+    could run the call too: the call stops, the host gets the journal's own error (not a
+    group of it), and the claim is released, so the call runs again at once."""
+    counted.gate = anyio.Event()  # the tool runs until cancelled
+    journal = StoreDown(tmp_path / "down.db", lease=0.15)
+    with anyio.fail_after(10), pytest.raises(OSError, match="the journal's disk is gone"):
+        await location.prepare(journal=journal).execute(add(context("call-1")))
+    counted.gate.set()
+    healthy = pegboard.SQLiteJournal(tmp_path / "down.db", lease=0.15)
+    with anyio.fail_after(10):
+        again = await location.prepare(journal=healthy).execute(add(context("call-1")))
+    journal.close()
+    healthy.close()
+    assert isinstance(again, pegboard.Completed)
+    assert [("call-1", 1), ("call-1", 2)] == [(call, attempt) for call, attempt, _ in counted.runs]
+
+
 async def test_a_lapsed_lease_of_another_host_is_taken_over(
     location: pegboard.Location, counted: Counted, tmp_path: Path, context: Context
 ) -> None:
