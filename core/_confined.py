@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -150,13 +151,17 @@ class Worker:
         """Start the worker process, which boots while the host goes on: a Location
         starts all its workers at once and activates their plugins in order.
         ``environment`` is added to its allow-listed one (the secrets the host grants)."""
-        from .sandbox import installation, isolated
+        from .sandbox import Confinement, installation, isolated
 
         self._folder = extra = [folder] if folder else []
         self._network = network
-        confinement = self._exits.enter_context(
-            isolated(readable=installation(extra), network=network, environment=environment)
-        )
+
+        def confine() -> Confinement:
+            # The installation's .pth files read, a folder made: off the event loop.
+            made = isolated(readable=installation(extra), network=network, environment=environment)
+            return self._exits.enter_context(made)
+
+        confinement = await anyio.to_thread.run_sync(confine)
         to_worker = os.pipe()
         from_worker = os.pipe()
         answers = os.pipe()
@@ -541,7 +546,8 @@ class Worker:
                     await self._served.wait()  # nothing reads a pipe as it closes
                 if self._process is not None:
                     await self._process.aclose()
-            self._exits.close()
+                # Its private /tmp goes, with whatever the plugin left there: off the loop.
+                await anyio.to_thread.run_sync(self._exits.close)
 
 
 class _Replies:

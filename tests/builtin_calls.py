@@ -79,9 +79,11 @@ def running(pid: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def call_folders_held(monkeypatch: Any) -> AsyncIterator[list[tuple[str, Path, bool]]]:
-    """While the block runs, making or removing a command's temporary folder (a
-    ``pegboard-call-`` one) waits until the event loop has run a task meanwhile (5 s at
+async def call_folders_held(
+    monkeypatch: Any, prefix: str = "pegboard-call-"
+) -> AsyncIterator[list[tuple[str, Path, bool]]]:
+    """While the block runs, making or removing a temporary folder named ``prefix...`` (a
+    command's, by default) waits until the event loop has run a task meanwhile (5 s at
     most): on the loop's own thread it would wait in vain. Yields what happened, in order:
     ``(step, folder, whether the loop ran)``.
     """
@@ -99,7 +101,7 @@ async def call_folders_held(monkeypatch: Any) -> AsyncIterator[list[tuple[str, P
         def wrapper(*arguments: Any, **options: Any) -> Any:
             done = step(*arguments, **options) if name == "made" else None
             folder = Path(done if name == "made" else arguments[0])
-            if folder.name.startswith("pegboard-call-"):
+            if folder.name.startswith(prefix):
                 loop_ran.clear()
                 reached.set()
                 steps.append((name, folder, loop_ran.wait(5)))

@@ -852,3 +852,28 @@ async def test_a_hosts_worker_looks_like_the_kits_to_its_plugin(
     )
     assert report.where.startswith("confined"), report.format()
     assert report.passed, report.format()
+
+
+async def test_a_workers_folder_is_made_and_removed_off_the_event_loop(
+    install: Install,
+    workspace: Path,
+    storage_dir: Path,
+    context: Context,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A confined plugin's worker gets its private folder (and the installation's .pth
+    files are read) in a worker thread, and the folder goes, with whatever the plugin left
+    in it, in one too: opening and closing a Location never holds its event loop so."""
+    from builtin_calls import call_folders_held
+
+    install("calc", ADD)
+    host = pegboard.Host()
+    async with (
+        call_folders_held(monkeypatch, prefix="pegboard-worker-") as steps,
+        host.location(workspace, plugins=["calc"], storage=storage_dir) as location,
+    ):
+        call = pegboard.ToolCall("calc_add", {"a": 2, "b": 3}, context())
+        outcome = await location.prepare().execute(call)
+    assert "5" == texts(outcome)
+    assert [("made", True), ("removed", True)] == [(step, ran) for step, _, ran in steps]
+    assert not steps[0][1].exists()
