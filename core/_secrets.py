@@ -45,6 +45,21 @@ def _forms(value: str) -> Iterable[tuple[str, ...]]:
     yield (urllib.parse.quote_plus(value),)
 
 
+def _redacted(
+    text: AnyStr, forms: tuple[tuple[AnyStr, tuple[AnyStr, ...], AnyStr], ...], empty: AnyStr
+) -> AnyStr:
+    """``text`` with each of ``forms`` (a form to look for, what to replace, the mark)
+    replaced: in place where one is there (the usual case), by stretches where several are.
+    """
+    present = [entry for entry in forms if entry[0] in text]
+    if len(present) == 1:
+        _, replaced, mark = present[0]
+        for each in replaced:
+            text = text.replace(each, mark)
+        return text
+    return _spans_redacted(text, present, empty) if present else text
+
+
 def _spans_redacted(
     text: AnyStr, present: list[tuple[AnyStr, tuple[AnyStr, ...], AnyStr]], empty: AnyStr
 ) -> AnyStr:
@@ -164,23 +179,11 @@ class Secrets:
 
     def redact(self, text: str) -> str:
         """``text`` with every value, and its encodings, replaced by ``[secret NAME]``."""
-        present = [entry for entry in self._forms if entry[0] in text]
-        if len(present) == 1:
-            _, replaced, mark = present[0]
-            for each in replaced:
-                text = text.replace(each, mark)
-            return text
-        return _spans_redacted(text, present, "") if present else text
+        return _redacted(text, self._forms, "")
 
     def redact_bytes(self, data: bytes) -> bytes:
         """`redact` on bytes (UTF-8)."""
-        present = [entry for entry in self._byte_forms if entry[0] in data]
-        if len(present) == 1:
-            _, replaced, mark = present[0]
-            for each in replaced:
-                data = data.replace(each, mark)
-            return data
-        return _spans_redacted(data, present, b"") if present else data
+        return _redacted(data, self._byte_forms, b"")
 
     def redact_json(self, value: Any) -> Any:
         """Plain JSON with every string in it redacted, keys too, at any depth.
