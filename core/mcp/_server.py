@@ -497,7 +497,7 @@ class LocationServer(Server[Run]):
             )
         task = await self._start_task(context, params, params.task.ttl if params.task else None)
         task.handed_out = True
-        return {"task": task.core().model_dump(mode="json", by_alias=True, exclude_none=True)}
+        return {"task": task.core_json()}
 
     @guarded
     async def _get_task(
@@ -506,7 +506,7 @@ class LocationServer(Server[Run]):
         task = _find(context, params)
         if context.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return task.detailed()
-        return task.core().model_dump(mode="json", by_alias=True, exclude_none=True)
+        return task.core_json()
 
     @guarded
     async def _task_result(
@@ -555,7 +555,7 @@ class LocationServer(Server[Run]):
             await task.done.wait()
         if modern:
             return {}
-        return task.core().model_dump(mode="json", by_alias=True, exclude_none=True)
+        return task.core_json()
 
     @guarded
     async def _update_task(

@@ -159,6 +159,13 @@ class ServedTask:
             poll_interval=POLL_INTERVAL_MS,
         )
 
+    def core_json(self) -> dict[str, Any]:
+        """`core` as the JSON a 2025-11-25 response carries."""
+        shown: dict[str, Any] = self.core().model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        return shown
+
     def detailed(self) -> dict[str, Any]:
         """The task as the 2026-07-28 tasks extension shows it, its end inlined."""
         shown: dict[str, Any] = {
